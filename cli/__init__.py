@@ -1,0 +1,1 @@
+"""The `voxnerf` command: a thin typer layer over the library."""

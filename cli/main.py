@@ -1,0 +1,32 @@
+"""Entry point of the `voxnerf` command: builds the typer app and turns VoxnerfError into one line."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from voxnerf.errors import VoxnerfError
+from voxnerf_cli import info
+
+app = typer.Typer(
+    help="Sparse-voxel NeRF: train on posed photos, render, export meshes and point clouds.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.command("info")(info.info)
+
+
+@app.callback()
+def _root() -> None:
+    """Sparse-voxel NeRF: train on posed photos, render, export meshes and point clouds."""
+
+
+def main() -> None:
+    """Run the CLI; user errors print `voxnerf: error: FILE: PROBLEM` and exit with status 2."""
+    try:
+        app()
+    except VoxnerfError as e:
+        print(f"voxnerf: error: {e}", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,5 @@
+"""`python -m voxnerf ...` runs the CLI (what torchrun launches)."""
+
+from voxnerf_cli.main import main
+
+main()

@@ -1,0 +1,41 @@
+"""Scene loaders, one module per format, chosen by what the folder holds.
+
+Each format module has `NAME`, `detect(root) -> bool` and `load(root, with_images, downscale) -> Scene`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from voxnerf.data import blender
+from voxnerf.errors import SceneError
+from voxnerf.scene import Scene
+
+FORMATS = [blender]
+
+
+def detect_format(root: Path):
+    """The loader module for `root`, or SceneError listing what was looked for."""
+    for fmt in FORMATS:
+        if fmt.detect(root):
+            return fmt
+    expected = ", ".join(f.NAME for f in FORMATS)
+    raise SceneError(root, f"no known scene format here (looked for: {expected})")
+
+
+def load_scene(path: str | Path, with_images: bool = True, downscale: int = 1) -> Scene:
+    """Load a scene folder in any supported format.
+
+    Args:
+        path: the scene folder.
+        with_images: decode every image (False only checks that each is readable and measures it).
+        downscale: integer image downscale for formats that ship smaller copies (LLFF's images_4, ...).
+    """
+    root = Path(path)
+    if not root.exists():
+        raise SceneError(root, "no such folder")
+    if not root.is_dir():
+        raise SceneError(root, "not a folder")
+    if not any(root.iterdir()):
+        raise SceneError(root, "folder is empty")
+    return detect_format(root).load(root, with_images=with_images, downscale=downscale)

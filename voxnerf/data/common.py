@@ -1,0 +1,148 @@
+"""Checks and readers every loader shares: each raises SceneError naming the file at fault."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import imageio.v3 as iio
+import numpy as np
+
+from voxnerf.cameras import Cameras
+from voxnerf.errors import SceneError
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".JPG", ".JPEG", ".PNG")
+
+
+def read_json(path: Path) -> dict:
+    """Parse a JSON file, or raise SceneError saying why not."""
+    if not path.is_file():
+        raise SceneError(path, "file not found")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise SceneError(path, f"malformed JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise SceneError(path, f"cannot read ({e})") from None
+
+
+def require(mapping: dict, key: str, path: Path, where: str = ""):
+    """mapping[key], or SceneError naming the missing key."""
+    if not isinstance(mapping, dict) or key not in mapping:
+        raise SceneError(path, f"missing key '{key}'{where}")
+    return mapping[key]
+
+
+def find_image(path: Path) -> Path:
+    """`path` itself if it exists, else `path` with the first image suffix that exists."""
+    if path.is_file():
+        return path
+    for suffix in IMAGE_SUFFIXES:
+        candidate = path.with_name(path.name + suffix)
+        if candidate.is_file():
+            return candidate
+    raise SceneError(path, "image not found")
+
+
+def read_image(path: Path) -> np.ndarray:
+    """An image as uint8 (H, W, 3) or (H, W, 4); grey images become RGB, 16-bit images are rescaled."""
+    try:
+        img = iio.imread(path)
+    except Exception as e:  # imageio raises many types for corrupt files
+        raise SceneError(path, f"unreadable image ({type(e).__name__})") from None
+    if img.ndim == 2:
+        img = np.stack([img] * 3, -1)
+    if img.ndim != 3 or img.shape[2] not in (3, 4):
+        raise SceneError(path, f"expected an RGB or RGBA image, got shape {img.shape}")
+    if img.dtype == np.uint16:
+        img = (img.astype(np.float32) / 257.0 + 0.5).astype(np.uint8)
+    return img.astype(np.uint8, copy=False)
+
+
+def image_size(path: Path) -> tuple[int, int]:
+    """(width, height) of an image file, reading as little as the format allows."""
+    try:
+        props = iio.improps(path)
+    except Exception as e:
+        raise SceneError(path, f"unreadable image ({type(e).__name__})") from None
+    return int(props.shape[1]), int(props.shape[0])
+
+
+def read_mask(path: Path) -> np.ndarray:
+    """A foreground mask as bool (H, W): any channel above half intensity."""
+    try:
+        m = iio.imread(path)
+    except Exception as e:
+        raise SceneError(path, f"unreadable mask ({type(e).__name__})") from None
+    if m.ndim == 3:
+        m = m[..., :3].max(-1)
+    return m > (np.iinfo(m.dtype).max // 2 if m.dtype.kind == "u" else 0.5)
+
+
+def check_pose(matrix, path: Path, what: str) -> np.ndarray:
+    """A pose matrix as float64 (3 or 4, 4), rejecting wrong shapes and NaN/inf."""
+    try:
+        m = np.asarray(matrix, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise SceneError(path, f"{what}: pose is not a numeric matrix") from None
+    if m.shape not in ((3, 4), (4, 4)):
+        raise SceneError(path, f"{what}: pose has shape {m.shape}, expected 3x4 or 4x4")
+    if not np.all(np.isfinite(m)):
+        raise SceneError(path, f"{what}: pose contains NaN or inf")
+    return m[:3]
+
+
+def load_images(paths: list[Path], with_images: bool) -> tuple[list[np.ndarray] | None, np.ndarray]:
+    """Read (or just measure) images.
+
+    Returns:
+        the images (or None when `with_images` is False) and their (N, 2) width, height.
+    """
+    if not with_images:
+        return None, np.array([image_size(p) for p in paths], np.int64).reshape(-1, 2)
+    images = [read_image(p) for p in paths]
+    return images, np.array([(im.shape[1], im.shape[0]) for im in images], np.int64).reshape(-1, 2)
+
+
+def check_sizes(paths: list[Path], sizes: np.ndarray, expected: np.ndarray) -> None:
+    """Each image must have its camera's (width, height); name the first that does not."""
+    for p, got, want in zip(paths, sizes, expected):
+        if tuple(got) != tuple(want):
+            raise SceneError(p, f"image is {got[0]}x{got[1]} but its camera expects {want[0]}x{want[1]}")
+
+
+def check_one_size(paths: list[Path], sizes: np.ndarray) -> None:
+    """All images sharing one camera model must share one size; name the first that differs."""
+    for p, s in zip(paths, sizes):
+        if tuple(s) != tuple(sizes[0]):
+            raise SceneError(p, f"image is {s[0]}x{s[1]}, the others are {sizes[0][0]}x{sizes[0][1]} (mixed sizes within one camera)")
+
+
+def bounds_from_cameras(cameras: Cameras) -> tuple[np.ndarray, float, float]:
+    """A box of interest for object captures, from the cameras alone.
+
+    The center is the point closest (least squares) to all optical axes; the half-size is the radius of the
+    largest sphere around it that every camera sees whole. Near and far bracket that box from every camera.
+
+    Returns:
+        bbox (2, 3), near, far.
+    """
+    centers, dirs = cameras.centers, cameras.forward
+    proj = np.eye(3)[None] - dirs[:, :, None] * dirs[:, None, :]
+    center = np.linalg.lstsq(proj.sum(0), np.einsum("nij,nj->i", proj, centers), rcond=None)[0]
+    dist = np.linalg.norm(centers - center, axis=-1)
+    fx, fy, cx, cy = cameras.intrinsics.T
+    w, h = cameras.sizes.T
+    half_fov = np.arctan(np.minimum.reduce([cx / fx, (w - cx) / fx, cy / fy, (h - cy) / fy]))
+    radius = float(np.min(dist * np.sin(half_fov)))
+    bbox = np.stack([center - radius, center + radius])
+    near = float(max(np.min(dist) - radius * np.sqrt(3), 1e-3 * np.min(dist)))
+    far = float(np.max(dist) + radius * np.sqrt(3))
+    return bbox, near, far
+
+
+def split_every_nth(n: int, hold: int = 8) -> dict[str, np.ndarray]:
+    """The LLFF convention: every `hold`-th image is held out for testing (and validation)."""
+    idx = np.arange(n)
+    test = idx[::hold]
+    return {"train": np.setdiff1d(idx, test), "val": test, "test": test}

@@ -1,0 +1,88 @@
+"""The Scene: images, cameras, splits and bounds, whatever format they came from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from voxnerf.cameras import Cameras
+
+SPLITS = ("train", "val", "test")
+
+
+@dataclass
+class Scene:
+    """A loaded scene.
+
+    Attributes:
+        root: the folder it was loaded from.
+        format: the detected format name ("blender", "nerfstudio", "llff", "colmap", "neus").
+        image_paths: N image files, in camera order.
+        cameras: N cameras (see voxnerf.cameras for the convention).
+        splits: split name -> (K,) int64 indices into the N images.
+        bbox: (2, 3) float64 min and max corner of the axis-aligned box of interest, world units.
+        near, far: distance range along rays that holds the scene, world units.
+        background: (3,) float RGB in [0, 1] that transparent pixels stand for, or None if images are opaque.
+        images: N uint8 arrays (H, W, 3 or 4), or None when loaded with `load_images=False`.
+        masks: N bool arrays (H, W) of foreground, or None when the format has none.
+        points: (P, 3) float64 sparse 3D points (e.g. from COLMAP), or None.
+    """
+
+    root: Path
+    format: str
+    image_paths: list[Path]
+    cameras: Cameras
+    splits: dict[str, np.ndarray]
+    bbox: np.ndarray
+    near: float
+    far: float
+    background: np.ndarray | None = None
+    images: list[np.ndarray] | None = None
+    masks: list[np.ndarray] | None = None
+    points: np.ndarray | None = None
+    extras: dict = field(default_factory=dict)
+
+    @property
+    def center(self) -> np.ndarray:
+        """(3,) center of the box of interest, world units."""
+        return 0.5 * (self.bbox[0] + self.bbox[1])
+
+    @property
+    def scale(self) -> float:
+        """World-to-unit scale: `(x - center) * scale` puts the box of interest inside [-1, 1]^3."""
+        return float(2.0 / np.max(self.bbox[1] - self.bbox[0]))
+
+    def to_unit(self, x: np.ndarray) -> np.ndarray:
+        """Map world points (..., 3) into the grid's unit box [-1, 1]^3."""
+        return (np.asarray(x) - self.center) * self.scale
+
+    def split_indices(self, split: str) -> np.ndarray:
+        """(K,) image indices of `split`; falls back to "test" for a missing "val" and vice versa."""
+        if split in self.splits and len(self.splits[split]):
+            return self.splits[split]
+        fallback = {"val": "test", "test": "val"}.get(split)
+        if fallback and fallback in self.splits:
+            return self.splits[fallback]
+        return np.zeros(0, np.int64)
+
+    def summary(self) -> dict:
+        """What was loaded, as plain values (for `voxnerf info` and logs)."""
+        sizes = {tuple(int(v) for v in s) for s in self.cameras.sizes}
+        fx, fy, cx, cy = self.cameras.intrinsics[0]
+        return {
+            "format": self.format,
+            "root": str(self.root),
+            "images": len(self.image_paths),
+            "splits": {k: int(len(v)) for k, v in self.splits.items()},
+            "resolutions": sorted(sizes),
+            "intrinsics[0]": {"fx": float(fx), "fy": float(fy), "cx": float(cx), "cy": float(cy)},
+            "distortion": bool(np.any(self.cameras.distortion)),
+            "bbox": self.bbox.tolist(),
+            "near": float(self.near),
+            "far": float(self.far),
+            "background": None if self.background is None else self.background.tolist(),
+            "masks": self.masks is not None,
+            "points": 0 if self.points is None else int(len(self.points)),
+        }
