@@ -7,7 +7,7 @@ import sys
 import typer
 
 from voxnerf.errors import VoxnerfError
-from voxnerf_cli import info
+from voxnerf_cli import info, scene
 
 app = typer.Typer(
     help="Sparse-voxel NeRF: train on posed photos, render, export meshes and point clouds.",
@@ -16,6 +16,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.command("info")(info.info)
+app.add_typer(scene.app, name="scene")
 
 
 @app.callback()

@@ -1,0 +1,33 @@
+"""Toy voxel scenes with exact ground truth: geometry, density, color, occupancy, surface samples, renders.
+
+    import voxnerf_scenes
+    scene = voxnerf_scenes.get("sphere")            # a ToyScene
+    scene.sdf(x), scene.density(x), scene.color(x), scene.normal(x)   # x (N, 3) -> (N,) / (N, 3)
+    scene.occupancy(64)                              # (64, 64, 64) bool over [-1, 1]^3
+    points, normals = scene.sample_surface(10000, seed=0)
+    voxnerf_scenes.render_rays(scene.field, origins, dirs, near, far)  # reference volume renderer
+    voxnerf_scenes.make_scene("sphere", "out/sphere")                  # a Blender-format folder
+"""
+
+from voxnerf_scenes.catalog import SCENES, get
+from voxnerf_scenes.make import CAMERA_ANGLE_X, CAMERA_DISTANCE, SAMPLES_PER_RAY, make_scene, orbit_cameras, render_view
+from voxnerf_scenes.reference import Rendered, composite_weights, render_rays
+from voxnerf_scenes.toy import DENSITY_EPS, DENSITY_SCALE, SCENE_RADIUS, ToyScene
+
+__all__ = [
+    "CAMERA_ANGLE_X",
+    "CAMERA_DISTANCE",
+    "DENSITY_EPS",
+    "DENSITY_SCALE",
+    "SAMPLES_PER_RAY",
+    "SCENES",
+    "SCENE_RADIUS",
+    "Rendered",
+    "ToyScene",
+    "composite_weights",
+    "get",
+    "make_scene",
+    "orbit_cameras",
+    "render_rays",
+    "render_view",
+]
