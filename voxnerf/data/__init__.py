@@ -1,17 +1,19 @@
 """Scene loaders, one module per format, chosen by what the folder holds.
 
 Each format module has `NAME`, `detect(root) -> bool` and `load(root, with_images, downscale) -> Scene`.
+Detection tries FORMATS in order: LLFF comes before COLMAP because LLFF scenes usually ship the COLMAP model
+(`sparse/0/`) they were made from, and `poses_bounds.npy` is the more specific sign.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from voxnerf.data import blender
+from voxnerf.data import blender, colmap, llff, nerfstudio, neus
 from voxnerf.errors import SceneError
 from voxnerf.scene import Scene
 
-FORMATS = [blender]
+FORMATS = [blender, nerfstudio, llff, colmap, neus]
 
 
 def detect_format(root: Path):

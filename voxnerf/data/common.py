@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import zipfile
+import zlib
 from pathlib import Path
 
 import imageio.v3 as iio
@@ -136,9 +138,7 @@ def bounds_from_cameras(cameras: Cameras) -> tuple[np.ndarray, float, float]:
     half_fov = np.arctan(np.minimum.reduce([cx / fx, (w - cx) / fx, cy / fy, (h - cy) / fy]))
     radius = float(np.min(dist * np.sin(half_fov)))
     bbox = np.stack([center - radius, center + radius])
-    near = float(max(np.min(dist) - radius * np.sqrt(3), 1e-3 * np.min(dist)))
-    far = float(np.max(dist) + radius * np.sqrt(3))
-    return bbox, near, far
+    return (bbox, *near_far_from_box(centers, bbox))
 
 
 def split_every_nth(n: int, hold: int = 8) -> dict[str, np.ndarray]:
@@ -146,3 +146,114 @@ def split_every_nth(n: int, hold: int = 8) -> dict[str, np.ndarray]:
     idx = np.arange(n)
     test = idx[::hold]
     return {"train": np.setdiff1d(idx, test), "val": test, "test": test}
+
+
+def require_number(mapping: dict, key: str, path: Path, where: str = "") -> float:
+    """mapping[key] as a finite float, or SceneError naming the key."""
+    value = require(mapping, key, path, where)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise SceneError(path, f"'{key}'{where} is not a number: {value!r}") from None
+    if not np.isfinite(number):
+        raise SceneError(path, f"'{key}'{where} is {number}, expected a finite number")
+    return number
+
+
+def read_numpy(path: Path) -> np.ndarray | dict[str, np.ndarray]:
+    """The array in a .npy file, or all arrays of a .npz archive by name; SceneError if unreadable."""
+    if not path.is_file():
+        raise SceneError(path, "file not found")
+    try:
+        loaded = np.load(path, allow_pickle=False)
+        if isinstance(loaded, np.ndarray):
+            return loaded
+        with loaded:
+            return {key: loaded[key] for key in loaded.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+        raise SceneError(path, f"not a readable .npy/.npz file ({type(e).__name__})") from None
+
+
+def image_folder(root: Path, name: str, downscale: int) -> Path:
+    """`root/name`, or its `downscale`-times smaller copy `root/name_{downscale}`; SceneError if absent."""
+    folder = root / (name if downscale == 1 else f"{name}_{downscale}")
+    if not folder.is_dir():
+        need = "" if downscale == 1 else f" (needed for downscale {downscale}; make it or load with downscale 1)"
+        raise SceneError(folder, f"folder not found{need}")
+    return folder
+
+
+def list_images(folder: Path) -> list[Path]:
+    """The image files directly in `folder`, sorted by name; SceneError if there are none."""
+    if not folder.is_dir():
+        raise SceneError(folder, "folder not found")
+    paths = sorted(p for p in folder.iterdir() if p.suffix in IMAGE_SUFFIXES and p.is_file())
+    if not paths:
+        raise SceneError(folder, f"no images ({', '.join(IMAGE_SUFFIXES[:3])}) in folder")
+    return paths
+
+
+def background_of(path: Path) -> np.ndarray | None:
+    """White (3,) if the image at `path` has an alpha channel (transparent pixels to fill), else None."""
+    try:
+        shape = iio.improps(path).shape
+    except Exception as e:
+        raise SceneError(path, f"unreadable image ({type(e).__name__})") from None
+    return np.ones(3) if len(shape) == 3 and shape[2] == 4 else None
+
+
+def cameras_for_images(cameras: Cameras, paths: list[Path], sizes: np.ndarray, downscale: int = 1) -> Cameras:
+    """Full-resolution `cameras` refit to the (N, 2) image `sizes` found on disk, `downscale` times smaller.
+
+    Each image must be within a pixel of its camera's size / downscale (copies are made by rounding or by
+    flooring); the intrinsics are scaled by the exact ratio of sizes. With downscale 1 the sizes must match.
+    """
+    for p, got, full in zip(paths, sizes, cameras.sizes):
+        want = full / downscale
+        if np.any(np.abs(got - want) >= 1):
+            scaled = "" if downscale == 1 else f" ({full[0]}x{full[1]} downscaled {downscale}x)"
+            raise SceneError(p, f"image is {got[0]}x{got[1]} but its camera expects {want[0]:g}x{want[1]:g}{scaled}")
+    ratio = sizes / cameras.sizes
+    return Cameras(cameras.c2w, cameras.intrinsics * np.concatenate([ratio, ratio], 1), sizes, cameras.distortion)
+
+
+def load_masks(paths: list[Path], image_sizes: np.ndarray, with_images: bool) -> list[np.ndarray] | None:
+    """Read (or just measure) foreground masks; each must have its image's (width, height).
+
+    Returns:
+        N bool (H, W) masks, or None when `with_images` is False.
+    """
+    if with_images:
+        masks = [read_mask(p) for p in paths]
+        sizes = np.array([(m.shape[1], m.shape[0]) for m in masks], np.int64).reshape(-1, 2)
+    else:
+        masks, sizes = None, np.array([image_size(p) for p in paths], np.int64).reshape(-1, 2)
+    for p, got, want in zip(paths, sizes, image_sizes):
+        if tuple(got) != tuple(want):
+            raise SceneError(p, f"mask is {got[0]}x{got[1]} but its image is {want[0]}x{want[1]}")
+    return masks
+
+
+def near_far_from_box(centers: np.ndarray, bbox: np.ndarray) -> tuple[float, float]:
+    """Near and far distances that bracket the box `bbox` (2, 3) from every camera center (N, 3)."""
+    dist = np.linalg.norm(centers - 0.5 * (bbox[0] + bbox[1]), axis=-1)
+    half_diagonal = 0.5 * float(np.linalg.norm(bbox[1] - bbox[0]))
+    near = float(max(np.min(dist) - half_diagonal, 1e-3 * np.min(dist)))
+    return near, float(np.max(dist) + half_diagonal)
+
+
+def bounds_from_points(points: np.ndarray, percentile: float = 1.0) -> np.ndarray:
+    """(2, 3) box holding the sparse `points` (P, 3) between the `percentile` and 100 - `percentile` per axis."""
+    return np.percentile(points, [percentile, 100 - percentile], axis=0)
+
+
+def bounds_from_frustums(cameras: Cameras, near: float, far: float) -> np.ndarray:
+    """(2, 3) box holding every camera's view frustum between z-depths `near` and `far` (forward-facing scenes)."""
+    fx, fy, cx, cy = cameras.intrinsics.T
+    w, h = cameras.sizes.T
+    xs = np.stack([-cx / fx, (w - cx) / fx], -1)
+    ys = np.stack([-cy / fy, (h - cy) / fy], -1)
+    corners = np.stack(np.broadcast_arrays(xs[:, :, None], ys[:, None, :], np.ones((len(cameras), 1, 1))), -1)
+    corners = corners.reshape(len(cameras), 1, 4, 3) * np.array([near, far])[None, :, None, None]
+    world = np.einsum("nij,nkpj->nkpi", cameras.c2w[:, :, :3], corners) + cameras.centers[:, None, None]
+    return np.stack([world.reshape(-1, 3).min(0), world.reshape(-1, 3).max(0)])
