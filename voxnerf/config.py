@@ -1,0 +1,134 @@
+"""Typed training configuration: dataclasses whose fields are the documentation; YAML presets fill them."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import asdict, dataclass, fields, is_dataclass
+from pathlib import Path
+
+import yaml
+
+from voxnerf.errors import VoxnerfError
+from voxnerf.field import FieldConfig
+from voxnerf.renderer import RenderConfig
+
+
+@dataclass
+class Level:
+    """One stage of the coarse-to-fine schedule, active until `until` (fraction of the training budget)."""
+
+    until: float
+    resolution: int  # grid cells per axis at this stage (the grid subdivides up to it)
+    image_scale: float  # training images resized by this factor (progressive resolution)
+
+
+@dataclass
+class OccupancyConfig:
+    warmup_steps: int = 100  # every cell counts as occupied until then (an empty grid never trains)
+    update_every: int = 16  # steps between occupancy updates
+    decay: float = 0.95  # running max: score = max(decay * score, current opacity)
+    threshold: float = 1e-3  # a cell stays occupied while its max opacity over one step exceeds this
+
+
+@dataclass
+class OptimConfig:
+    lr_grid: float = 0.1  # Adam learning rate of the grid's density and features
+    lr_decoder: float = 1e-3  # Adam learning rate of the color MLP
+    lr_final_ratio: float = 0.1  # learning rates decay exponentially to this fraction at the end
+    target_samples: int = 1 << 17  # samples per step; the ray batch is resized toward it
+    min_rays: int = 1024
+    max_rays: int = 8192
+    entropy_weight: float = 0.01  # binary-entropy penalty on ray opacity: no haze in front of the background (DVGO)
+    sparsity_weight: float = 0.0  # L1 penalty on sample opacity (pushes empty space to zero density)
+
+
+@dataclass
+class TrainConfig:
+    field: FieldConfig = dataclasses.field(default_factory=FieldConfig)
+    render: RenderConfig = dataclasses.field(default_factory=RenderConfig)
+    occupancy: OccupancyConfig = dataclasses.field(default_factory=OccupancyConfig)
+    optim: OptimConfig = dataclasses.field(default_factory=OptimConfig)
+    levels: list[Level] = dataclasses.field(default_factory=lambda: [
+        Level(0.1, 32, 0.25), Level(0.3, 64, 0.5), Level(0.6, 128, 1.0), Level(1.0, 256, 1.0)])
+    max_steps: int = 20000  # training stops at whichever of max_steps / max_time comes first
+    max_time: float = 0.0  # seconds of training (evaluation excluded); 0 = no limit
+    precision: str = "auto"  # auto (bf16 on CPU, fp16 on CUDA) | bf16 | fp16 | fp32
+    seed: int = 0
+    log_every: int = 50  # steps between metric lines (CSV/JSONL/TensorBoard)
+    checkpoint_every: int = 1000  # steps between atomic checkpoints
+    eval_every_view: int = 1  # evaluate every k-th test view at the end (1 = all)
+    threads: int = 0  # torch CPU threads (0 = torch's default)
+
+
+def _build(cls, data: dict, where: str):
+    """Instantiate dataclass `cls` from a dict, rejecting unknown keys with their dotted name."""
+    if not isinstance(data, dict):
+        raise VoxnerfError(f"{where}: expected a mapping, got {type(data).__name__}")
+    known = {f.name: f for f in fields(cls)}
+    kwargs = {}
+    for key, value in data.items():
+        if key not in known:
+            raise VoxnerfError(f"{where}: unknown option '{key}' (known: {', '.join(known)})")
+        if key == "levels":
+            kwargs[key] = [_build(Level, v, f"{where}.levels[{i}]") for i, v in enumerate(value)]
+        elif is_dataclass(known[key].type) or isinstance(value, dict):
+            kwargs[key] = _build(_NESTED[key], value, f"{where}.{key}")
+        else:
+            kwargs[key] = value
+    return cls(**kwargs)
+
+
+_NESTED = {"field": FieldConfig, "render": RenderConfig, "occupancy": OccupancyConfig, "optim": OptimConfig}
+
+
+def _merge(base: dict, override: dict) -> dict:
+    out = dict(base)
+    for k, v in override.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def parse_override(text: str) -> dict:
+    """'optim.lr_grid=0.05' -> {'optim': {'lr_grid': 0.05}} (the value is parsed as YAML)."""
+    if "=" not in text:
+        raise VoxnerfError(f"--set {text}: expected KEY=VALUE, e.g. optim.lr_grid=0.05")
+    key, value = text.split("=", 1)
+    out: dict = {}
+    node = out
+    parts = key.strip().split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = yaml.safe_load(value)
+    return out
+
+
+def load_config(path: str | Path | None = None, overrides: list[dict] | None = None) -> TrainConfig:
+    """A TrainConfig from defaults, then a YAML preset, then override dicts (later wins)."""
+    data: dict = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise VoxnerfError(f"{path}: config file not found")
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise VoxnerfError(f"{path}: malformed YAML ({str(e).splitlines()[0]})") from None
+    for o in overrides or []:
+        data = _merge(data, o)
+    cfg = _build(TrainConfig, data, str(path) if path else "config")
+    check_levels(cfg.levels, str(path) if path else "config")
+    return cfg
+
+
+def check_levels(levels: list[Level], where: str) -> None:
+    """Levels must end at 1.0 with resolutions that double from the first (the grid subdivides by 2)."""
+    if not levels or abs(levels[-1].until - 1.0) > 1e-9:
+        raise VoxnerfError(f"{where}: levels must be non-empty and the last must have until: 1.0")
+    for a, b in zip(levels, levels[1:]):
+        if b.resolution not in (a.resolution, 2 * a.resolution) or b.until <= a.until:
+            raise VoxnerfError(f"{where}: each level's resolution must equal or double the previous one, "
+                               f"with increasing 'until' (got {a.resolution}->{b.resolution})")
+
+
+def config_to_dict(cfg: TrainConfig) -> dict:
+    return asdict(cfg)

@@ -1,0 +1,90 @@
+"""Training rays: an image pyramid (progressive resolution) and random pixel batches with random backgrounds."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from voxnerf.cameras import Cameras
+from voxnerf.rays import pixel_rays
+from voxnerf.scene import Scene
+
+
+def premultiplied(images: list[np.ndarray]) -> torch.Tensor:
+    """uint8 (H, W, 3|4) images -> (N, 4, H, W) float32 premultiplied RGB + alpha (alpha 1 where absent)."""
+    out = []
+    for im in images:
+        t = torch.from_numpy(im).float() / 255.0
+        if t.shape[-1] == 3:
+            t = torch.cat([t, torch.ones_like(t[..., :1])], -1)
+        t[..., :3] *= t[..., 3:]
+        out.append(t.permute(2, 0, 1))
+    return torch.stack(out)
+
+
+class RaySampler:
+    """Random rays from one split's images at a chosen scale, in the grid's unit box.
+
+    Args:
+        scene: the scene (images loaded); all images of the split must share one size.
+        indices: (K,) image indices to draw from.
+        device: where rays are produced.
+    """
+
+    def __init__(self, scene: Scene, indices: np.ndarray, device: torch.device):
+        self.device = device
+        self.cameras = scene.cameras.subset(indices)
+        self.full = premultiplied([scene.images[i] for i in indices])
+        self.has_alpha = scene.background is not None
+        self.center = torch.as_tensor(scene.center, dtype=torch.float32, device=device)
+        self.scale = float(scene.scale)
+        self._levels: dict[float, tuple[torch.Tensor, dict[str, torch.Tensor]]] = {}
+
+    def level(self, scale: float) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Images (K, 4, h, w) resized by `scale` (area average) and their cameras as tensors on the device."""
+        if scale not in self._levels:
+            h, w = self.full.shape[-2:]
+            size = (max(1, round(h * scale)), max(1, round(w * scale)))
+            images = self.full if size == (h, w) else F.interpolate(self.full, size=size, mode="area")
+            cams = self.cameras.scaled(size[1] / w)
+            tensors = {
+                "c2w": torch.from_numpy(cams.c2w).float(),
+                "intrinsics": torch.from_numpy(cams.intrinsics).float(),
+                "distortion": torch.from_numpy(cams.distortion).float() if cams.distortion.any() else None,
+            }
+            self._levels[scale] = (images.to(self.device), {k: v.to(self.device) if v is not None else None
+                                                            for k, v in tensors.items()})
+        return self._levels[scale]
+
+    def sample(self, n: int, scale: float, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        """A batch of random rays.
+
+        Returns:
+            dict with origins (n, 3) and dirs (n, 3) in the unit box, target (n, 3) composited on `background`
+            (n, 3): random colors when images have alpha, else zeros (and targets are the opaque pixels).
+        """
+        images, cams = self.level(scale)
+        k, _, h, w = images.shape
+        dev = generator.device
+        img = torch.randint(0, k, (n,), generator=generator, device=dev).to(self.device)
+        v = torch.randint(0, h, (n,), generator=generator, device=dev).to(self.device)
+        u = torch.randint(0, w, (n,), generator=generator, device=dev).to(self.device)
+        rgba = images[img, :, v, u]
+        uv = torch.stack([u, v], -1).float() + 0.5
+        dist = cams["distortion"][img] if cams["distortion"] is not None else None
+        origins, dirs = pixel_rays(cams["c2w"][img], cams["intrinsics"][img], dist, uv)
+        if self.has_alpha:
+            background = torch.rand(n, 3, generator=generator, device=dev).to(self.device)
+        else:
+            background = torch.zeros(n, 3, device=self.device)
+        target = rgba[:, :3] + (1 - rgba[:, 3:]) * background
+        return {"origins": (origins - self.center) * self.scale, "dirs": dirs, "target": target,
+                "background": background}
+
+
+def camera_to_unit(cameras: Cameras, center: np.ndarray, scale: float) -> Cameras:
+    """The same cameras with centers moved into the unit box (rotation and intrinsics unchanged)."""
+    c2w = cameras.c2w.copy()
+    c2w[:, :, 3] = (c2w[:, :, 3] - center) * scale
+    return Cameras(c2w, cameras.intrinsics, cameras.sizes, cameras.distortion)

@@ -1,0 +1,96 @@
+"""Rendering rays through a radiance field: march (no grad), then differentiable density, weights and color."""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+import torch
+from torch.utils.checkpoint import checkpoint
+
+from voxnerf.field import RadianceField
+from voxnerf.march import march
+from voxnerf.volrend import accumulate, render_weights
+
+
+@dataclass
+class RenderConfig:
+    step_ratio: float = 0.5  # fine step as a fraction of the cell edge
+    alpha_min: float = 1e-4  # samples less opaque than this are skipped
+    transmittance_min: float = 1e-4  # rays stop once their transmittance falls below this
+    color_weight_min: float = 1e-4  # color is evaluated only where the compositing weight exceeds this
+    march_chunk: int = 16  # coarse steps per marching round (between early-termination checks)
+    checkpoint_chunk: int = 0  # >0: evaluate the field under gradient checkpointing in chunks of this many samples
+
+
+@dataclass
+class RenderResult:
+    """Per-ray outputs of `render_rays` (R rays) and sample statistics."""
+
+    rgb: torch.Tensor  # (R, 3) composited on the background
+    opacity: torch.Tensor  # (R,) accumulated weight
+    depth: torch.Tensor  # (R,) expected distance (unit-box units), weighted by opacity
+    sample_alpha_sum: torch.Tensor  # () sum of the samples' opacities (for sparsity regularization)
+    num_samples: int  # samples whose density was evaluated with gradients
+    num_color_samples: int  # samples whose color was evaluated
+    num_candidates: int  # fine positions the rays crossed inside the occupied box
+
+
+def _chunked(fn, chunk: int, *args: torch.Tensor) -> torch.Tensor:
+    """fn(*args) evaluated in row chunks under gradient checkpointing (activations recomputed in backward)."""
+    n = len(args[0])
+    if n == 0:
+        return fn(*args)
+    parts = [checkpoint(fn, *(a[i:i + chunk] for a in args), use_reentrant=False) for i in range(0, n, chunk)]
+    return torch.cat(parts)
+
+
+def render_rays(
+    field: RadianceField,
+    origins: torch.Tensor,
+    dirs: torch.Tensor,
+    background: torch.Tensor,
+    cfg: RenderConfig,
+    jitter: torch.Generator | None = None,
+    amp_dtype: torch.dtype | None = None,
+) -> RenderResult:
+    """Render rays in the unit box.
+
+    Args:
+        field: the radiance field.
+        origins, dirs: (R, 3) rays in unit-box coordinates, dirs unit length.
+        background: (R, 3) or (3,) color behind each ray.
+        cfg: sampling and skipping thresholds.
+        jitter: random generator for stratified sample offsets (training), or None for mid-step samples.
+        amp_dtype: autocast dtype for the color MLP (torch.bfloat16 on CPU, torch.float16 on CUDA), or None.
+    Returns:
+        RenderResult with FP32 outputs (compositing is always FP32).
+    """
+    n = len(origins)
+    step = cfg.step_ratio * field.grid.cell_size
+    if jitter is None:
+        offsets = torch.full((n,), 0.5, device=origins.device)
+    else:
+        offsets = torch.rand(n, generator=jitter, device=jitter.device).to(origins.device)
+    samples = march(field.grid, field.activate, origins, dirs, step, offsets, cfg.alpha_min,
+                    cfg.transmittance_min, cfg.march_chunk)
+    ray_idx, rows, w = samples.ray_idx, samples.rows, samples.weights
+    if cfg.checkpoint_chunk:
+        sigmas = _chunked(field.density_at, cfg.checkpoint_chunk, rows, w)
+    else:
+        sigmas = field.density_at(rows, w)
+    weights, transmittance = render_weights(sigmas, samples.delta, ray_idx)
+    colored = weights.detach() > cfg.color_weight_min
+    color_args = (rows[colored], w[colored], dirs[ray_idx[colored]])
+    autocast = torch.autocast(origins.device.type, dtype=amp_dtype) if amp_dtype else nullcontext()
+    with autocast:
+        if cfg.checkpoint_chunk:
+            rgb_s = _chunked(field.color_at, cfg.checkpoint_chunk, *color_args)
+        else:
+            rgb_s = field.color_at(*color_args)
+    opacity = accumulate(weights, ray_idx, n)
+    rgb = accumulate(weights[colored], ray_idx[colored], n, rgb_s)
+    depth = accumulate(weights, ray_idx, n, samples.t.unsqueeze(-1)).squeeze(-1)
+    rgb = rgb + (1 - opacity).unsqueeze(-1) * background
+    alpha_sum = (weights / transmittance.clamp_min(1e-10)).sum()
+    return RenderResult(rgb, opacity, depth, alpha_sum, len(ray_idx), int(colored.sum()), samples.candidates)

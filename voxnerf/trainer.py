@@ -1,0 +1,287 @@
+"""The training loop: batches of rays, a loss, an optimizer step, and the strategy's hooks. Plain PyTorch."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from voxnerf.checkpoint import CHECKPOINT, load_checkpoint, save_atomic
+from voxnerf.config import TrainConfig, config_to_dict, load_config
+from voxnerf.errors import VoxnerfError
+from voxnerf.evaluate import render_view, score_views, target_image
+from voxnerf.field import RadianceField
+from voxnerf.metrics import mse_to_psnr
+from voxnerf.ray_sampler import RaySampler
+from voxnerf.renderer import RenderConfig, render_rays
+from voxnerf.run import field_from_state, field_state, scene_record
+from voxnerf.scene import Scene
+from voxnerf.strategy import TopologyStrategy
+
+
+def resolve_device(name: str) -> torch.device:
+    """'auto' picks CUDA when available; asking for CUDA without it is a clear error."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise VoxnerfError("--device cuda: no CUDA device is available (use --device cpu or auto)")
+    return torch.device(name)
+
+
+def amp_dtype_for(precision: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype of the color MLP: fp16 on CUDA, bf16 on CPU (fp16 has no fast CPU path), or none."""
+    if precision == "auto":
+        return torch.float16 if device.type == "cuda" else torch.bfloat16
+    choices = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+    if precision not in choices:
+        raise VoxnerfError(f"precision '{precision}': expected auto, bf16, fp16 or fp32")
+    return choices[precision]
+
+
+class Trainer:
+    """Trains a RadianceField on a scene and writes a run folder.
+
+    Run folder: checkpoint.pt (atomic), config.yaml, metrics.jsonl, metrics.csv, eval.json (after `evaluate`).
+
+    Args:
+        scene: the scene, images loaded.
+        cfg: the training configuration.
+        out: the run folder.
+        device: torch device.
+        resume: continue from out/checkpoint.pt (same schedule, optimizer and random state).
+        init: a checkpoint whose field initializes this run (fine-tuning), optimizer and schedule fresh.
+        eval_at: training times (seconds) at which to evaluate the test views; evaluation time is not counted.
+        quiet: no progress bar.
+    """
+
+    def __init__(self, scene: Scene, cfg: TrainConfig, out: Path, device: torch.device, resume: bool = False,
+                 init: Path | None = None, eval_at: tuple[float, ...] = (), quiet: bool = False):
+        self.scene, self.cfg, self.out, self.device, self.quiet = scene, cfg, Path(out), device, quiet
+        self.amp_dtype = amp_dtype_for(cfg.precision, device)
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp_dtype == torch.float16 and device.type == "cuda")
+        self.sampler = RaySampler(scene, scene.split_indices("train"), device)
+        self.strategy = TopologyStrategy(cfg.occupancy, cfg.levels, cfg.render.step_ratio)
+        self.generator = torch.Generator(device="cpu").manual_seed(cfg.seed)
+        self.step, self.elapsed, self.n_rays = 0, 0.0, cfg.optim.min_rays
+        self.eval_at = sorted(eval_at)
+        self.snapshots: list[dict] = []
+        self.field = RadianceField(cfg.field, seed=cfg.seed).to(device)
+        if init is not None:
+            self.field = field_from_state(load_checkpoint(init, device)["field"], cfg.field).to(device)
+        self.optimizer = self._make_optimizer()
+        if resume:
+            self._restore(load_checkpoint(self.out / CHECKPOINT, device))
+
+    # ---- setup ----------------------------------------------------------------------------------------------
+    def _make_optimizer(self) -> torch.optim.Optimizer:
+        o = self.cfg.optim
+        groups = [
+            {"params": [self.field.grid.density, self.field.grid.features], "lr": o.lr_grid, "name": "grid"},
+            {"params": list(self.field.decoder.parameters()), "lr": o.lr_decoder, "name": "decoder"},
+        ]
+        return torch.optim.Adam(groups, betas=(0.9, 0.99), eps=1e-15, fused=True)
+
+    def _restore(self, ckpt: dict) -> None:
+        self.field = field_from_state(ckpt["field"], self.cfg.field).to(self.device)
+        self.optimizer = self._make_optimizer()
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        self.step, self.elapsed, self.n_rays = ckpt["step"], ckpt["elapsed"], ckpt["n_rays"]
+        self.generator.set_state(ckpt["rng"])
+        self.snapshots = ckpt.get("snapshots", [])
+        self.eval_at = [t for t in self.eval_at if t > self.elapsed]
+
+    def checkpoint(self) -> None:
+        """Write the run's state atomically to out/checkpoint.pt."""
+        save_atomic({
+            "version": 1,
+            "config": config_to_dict(self.cfg),
+            "field": field_state(self.field),
+            "optimizer": self.optimizer.state_dict(),
+            "step": self.step,
+            "elapsed": self.elapsed,
+            "n_rays": self.n_rays,
+            "rng": self.generator.get_state(),
+            "scene": scene_record(self.scene),
+            "snapshots": self.snapshots,
+        }, self.out / CHECKPOINT)
+
+    # ---- schedule -------------------------------------------------------------------------------------------
+    def progress(self) -> float:
+        """Fraction of the budget used: the larger of steps/max_steps and time/max_time."""
+        p = self.step / self.cfg.max_steps if self.cfg.max_steps else 0.0
+        if self.cfg.max_time:
+            p = max(p, self.elapsed / self.cfg.max_time)
+        return min(p, 1.0)
+
+    def _render_config(self) -> RenderConfig:
+        r = self.cfg.render
+        if self.strategy.skipping(self.step):
+            return r
+        return RenderConfig(**{**asdict(r), "alpha_min": 0.0, "color_weight_min": 0.0})
+
+    def _set_learning_rates(self, progress: float) -> None:
+        o = self.cfg.optim
+        decay = o.lr_final_ratio ** progress
+        for group in self.optimizer.param_groups:
+            group["lr"] = (o.lr_grid if group["name"] == "grid" else o.lr_decoder) * decay
+
+    # ---- one step -------------------------------------------------------------------------------------------
+    def train_step(self) -> dict:
+        """One optimizer step on a fresh ray batch; returns its statistics."""
+        progress = self.progress()
+        level = self.strategy.level(progress)
+        self._set_learning_rates(progress)
+        batch = self.sampler.sample(self.n_rays, level.image_scale, self.generator)
+        result = render_rays(self.field, batch["origins"], batch["dirs"], batch["background"],
+                             self._render_config(), self.generator, self.amp_dtype)
+        mse = torch.nn.functional.mse_loss(result.rgb, batch["target"])
+        loss = mse + self._regularization(result)
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.strategy.step_post_backward(self.step, progress, self.field, self.optimizer)
+        samples_per_ray = result.num_samples / max(self.n_rays, 1)
+        o = self.cfg.optim
+        self.n_rays = int(np.clip(o.target_samples / max(samples_per_ray, 1.0), o.min_rays, o.max_rays))
+        return {
+            "loss": loss.item(),
+            "psnr": mse_to_psnr(mse.item()),
+            "rays": len(batch["origins"]),
+            "samples_per_ray": samples_per_ray,
+            "skipped": 1.0 - result.num_samples / max(result.num_candidates, 1),
+            "color_samples_per_ray": result.num_color_samples / max(len(batch["origins"]), 1),
+            "resolution": self.field.grid.resolution,
+            "image_scale": level.image_scale,
+            "occupied": int(self.field.grid.occupied.sum()),
+            "bricks": self.field.grid.num_bricks,
+        }
+
+    def _regularization(self, result) -> torch.Tensor:
+        """Opacity entropy (rays either hit something or see the background) and sample sparsity."""
+        o = self.cfg.optim
+        a = result.opacity.clamp(1e-5, 1 - 1e-5)
+        entropy = -(a * torch.log(a) + (1 - a) * torch.log(1 - a)).mean()
+        return o.entropy_weight * entropy + o.sparsity_weight * result.sample_alpha_sum / max(len(a), 1)
+
+    # ---- loop -----------------------------------------------------------------------------------------------
+    def train(self) -> dict:
+        """Train until the budget is spent (or Ctrl-C); checkpoints atomically along the way and at the end."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        (self.out / "config.yaml").write_text(_to_yaml(config_to_dict(self.cfg)))
+        logger = MetricsLogger(self.out, append=self.step > 0)
+        bar = tqdm(total=100, unit="%", disable=self.quiet, dynamic_ncols=True,
+                   bar_format="{l_bar}{bar}| {n:.0f}% [{elapsed}<{remaining}] {postfix}")
+        interrupted = False
+        rays_done, t_window = 0, time.perf_counter()
+        try:
+            while self.progress() < 1.0:
+                t0 = time.perf_counter()
+                stats = self.train_step()
+                self.step += 1
+                self.elapsed += time.perf_counter() - t0
+                rays_done += stats["rays"]
+                self._snapshot_if_due()
+                if self.step % self.cfg.log_every == 0:
+                    now = time.perf_counter()
+                    stats.update(step=self.step, time=round(self.elapsed, 3), rays_per_s=rays_done / (now - t_window))
+                    rays_done, t_window = 0, now
+                    logger.write(stats)
+                    bar.set_postfix_str(
+                        f"step {self.step} loss {stats['loss']:.4f} psnr {stats['psnr']:.2f} "
+                        f"{stats['rays_per_s'] / 1e3:.1f}k rays/s {stats['samples_per_ray']:.1f} spr "
+                        f"R{stats['resolution']} occ {stats['occupied']}")
+                bar.n = 100 * self.progress()
+                bar.refresh()
+                if self.step % self.cfg.checkpoint_every == 0:
+                    self.checkpoint()
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            bar.close()
+            logger.close()
+        self.checkpoint()
+        return {"step": self.step, "elapsed": self.elapsed, "interrupted": interrupted, "snapshots": self.snapshots}
+
+    def _snapshot_if_due(self) -> None:
+        while self.eval_at and self.elapsed >= self.eval_at[0]:
+            t = self.eval_at.pop(0)
+            scores = self.evaluate(every=self.cfg.eval_every_view, with_lpips=False, write=False)
+            self.snapshots.append({"time": t, "step": self.step, "psnr": scores["mean"]["psnr"]})
+
+    # ---- evaluation -----------------------------------------------------------------------------------------
+    def evaluate(self, split: str = "test", every: int = 1, with_lpips: bool = True, write: bool = True) -> dict:
+        """Render every `every`-th view of `split` and score it; writes eval.json when `write`."""
+        return evaluate_field(self.field, self.scene, self.cfg.render, self.device, self.amp_dtype, split, every,
+                              with_lpips, self.out if write else None)
+
+
+def evaluate_field(field: RadianceField, scene: Scene, render_cfg: RenderConfig, device: torch.device,
+                   amp_dtype: torch.dtype | None, split: str = "test", every: int = 1, with_lpips: bool = True,
+                   out: Path | None = None) -> dict:
+    """Per-view and mean PSNR/SSIM(/LPIPS) of a field on a split; written to out/eval.json when `out` is given."""
+    indices = scene.split_indices(split)[::every]
+    background = scene.background if scene.background is not None else np.zeros(3)
+    preds, targets = [], []
+    for i in indices:
+        view = render_view(field, scene.cameras, int(i), scene.center, scene.scale, background, render_cfg,
+                           device, amp_dtype)
+        preds.append(view.rgb)
+        targets.append(target_image(scene.images[i], background))
+    rows = score_views(preds, targets, with_lpips)
+    for i, row in zip(indices, rows):
+        row["view"] = scene.image_paths[i].name
+    mean = {k: float(np.mean([r[k] for r in rows])) for k in rows[0] if k != "view"} if rows else {}
+    result = {"split": split, "views": rows, "mean": mean}
+    if out is not None:
+        (Path(out) / "eval.json").write_text(json.dumps(result, indent=2))
+    return result
+
+
+class MetricsLogger:
+    """Training metrics to metrics.jsonl and metrics.csv, and to TensorBoard when it is installed."""
+
+    def __init__(self, out: Path, append: bool):
+        mode = "a" if append else "w"
+        self.jsonl = open(out / "metrics.jsonl", mode)
+        self.csv = open(out / "metrics.csv", mode)
+        self.csv_header_written = append
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.tb = SummaryWriter(str(out / "tensorboard"))
+        except ImportError:
+            self.tb = None
+
+    def write(self, row: dict) -> None:
+        self.jsonl.write(json.dumps(row) + "\n")
+        self.jsonl.flush()
+        if not self.csv_header_written:
+            self.csv.write(",".join(row) + "\n")
+            self.csv_header_written = True
+        self.csv.write(",".join(str(v) for v in row.values()) + "\n")
+        self.csv.flush()
+        if self.tb is not None:
+            for k, v in row.items():
+                if k != "step":
+                    self.tb.add_scalar(k, v, row["step"])
+
+    def close(self) -> None:
+        self.jsonl.close()
+        self.csv.close()
+        if self.tb is not None:
+            self.tb.close()
+
+
+def _to_yaml(data: dict) -> str:
+    import yaml
+
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+__all__ = ["Trainer", "evaluate_field", "load_config", "resolve_device", "amp_dtype_for"]
