@@ -1,0 +1,161 @@
+"""The sparse voxel grid: lookup, interpolation and its gradients, subdivision, pruning, memory, optimizer state."""
+
+import torch
+import torch.nn.functional as F
+
+import voxnerf_scenes as vs
+from voxnerf.field import FieldConfig, RadianceField
+from voxnerf.sparse_grid import BRICK_VOLUME, BrickIndex, SparseVoxelGrid
+from voxnerf.strategy import TopologyStrategy
+from voxnerf.config import Level, OccupancyConfig
+from voxnerf.topology import change_topology
+
+
+def random_grid(resolution=16, channels=3, seed=0) -> SparseVoxelGrid:
+    gen = torch.Generator().manual_seed(seed)
+    grid = SparseVoxelGrid.dense(resolution, channels, 0.0, 1.0, generator=gen)
+    with torch.no_grad():
+        grid.density.copy_(torch.randn(len(grid.density), generator=gen))
+    return grid
+
+
+def dense_volume(grid: SparseVoxelGrid, table: torch.Tensor) -> torch.Tensor:
+    """(C, R+1, R+1, R+1) vertex values of a fully allocated grid, for torch's own trilinear sampler."""
+    r = grid.resolution
+    v = torch.stack(torch.meshgrid(*[torch.arange(r + 1)] * 3, indexing="ij"), -1).reshape(-1, 3)
+    values = table.detach()[grid.layout.vertex_slots(v)]
+    return values.reshape(r + 1, r + 1, r + 1, -1).permute(3, 0, 1, 2)
+
+
+def grid_sample_reference(volume: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Trilinear values (N, C) of a (C, D, H, W) volume indexed [x, y, z] at unit-box points (N, 3)."""
+    coords = x[:, [2, 1, 0]].view(1, -1, 1, 1, 3)  # grid_sample reads (x, y, z) as (W, H, D)
+    return F.grid_sample(volume[None], coords, align_corners=True).view(volume.shape[0], -1).T
+
+
+def test_interpolation_matches_torch_trilinear_sampling():
+    grid = random_grid()
+    x = torch.rand(3000, 3) * 2 - 1
+    rows, w = grid.stencil(x)
+    ref_density = grid_sample_reference(dense_volume(grid, grid.density[:, None]), x)[:, 0]
+    ref_features = grid_sample_reference(dense_volume(grid, grid.features), x)
+    assert torch.allclose(grid.density_at(rows, w), ref_density, atol=1e-5)
+    assert torch.allclose(grid.features_at(rows, w), ref_features, atol=1e-5)
+
+
+def test_interpolation_gradients_match_plain_autograd():
+    grid = random_grid(channels=4)
+    x = torch.rand(500, 3) * 2 - 1
+    rows, w = grid.stencil(x)
+    upstream = torch.randn(500, 4)
+    (grid.features_at(rows, w) * upstream).sum().backward()
+    ours = grid.features.grad.clone()
+    table = grid.features.detach().clone().requires_grad_()
+    ((table[rows] * w[..., None]).sum(1) * upstream).sum().backward()
+    assert torch.allclose(ours, table.grad, atol=1e-5)
+    assert ours.abs().sum() > 0
+
+
+def test_missing_bricks_contribute_nothing():
+    grid = random_grid(16)
+    keep = grid.layout.slot_vertices()[:, 0] < 4  # cells with x index < 4: only brick 0 stays along x
+    grid.prune(keep & grid.occupied)
+    far_side = torch.tensor([[0.9, 0.0, 0.0]])
+    rows, w = grid.stencil(far_side)
+    assert float(w.sum()) == 0.0
+    assert not bool(grid.is_occupied(far_side))
+
+
+def test_subdivision_preserves_the_field():
+    grid = random_grid(16)
+    x = torch.rand(2000, 3) * 2 - 1
+    before = grid.density_at(*grid.stencil(x)).detach(), grid.features_at(*grid.stencil(x)).detach()
+    grid.subdivide()
+    assert grid.resolution == 32
+    after = grid.density_at(*grid.stencil(x)).detach(), grid.features_at(*grid.stencil(x)).detach()
+    assert torch.allclose(before[0], after[0], atol=1e-5)
+    assert torch.allclose(before[1], after[1], atol=1e-5)
+
+
+def sphere_field(resolution: int) -> RadianceField:
+    """A field whose grid holds the toy sphere's density (exact at the vertices)."""
+    field = RadianceField(FieldConfig(resolution=resolution, feature_dim=3))
+    grid = field.grid
+    x = grid.layout.slot_vertices().float() / resolution * 2 - 1
+    sigma = vs.get("sphere").density(x).clamp_min(1e-6)
+    raw = torch.log(torch.expm1(sigma / field.cfg.density_scale).clamp_min(1e-30)) - field.shift
+    with torch.no_grad():
+        grid.density.copy_(raw)
+    return field
+
+
+def strategy(threshold=1e-2) -> TopologyStrategy:
+    return TopologyStrategy(OccupancyConfig(warmup_steps=0, threshold=threshold), [Level(1.0, 64, 1.0)], 0.5)
+
+
+def test_pruning_keeps_every_voxel_the_sphere_touches():
+    field = sphere_field(32)
+    strategy().update_occupancy(field)
+    before = field.grid.num_bricks
+    change_topology(field.grid, None, lambda: field.grid.prune(field.grid.occupied))
+    assert field.grid.num_bricks < before
+    truth = vs.get("sphere").occupancy(32)
+    cells = torch.nonzero(truth).float()
+    centers = (cells + 0.5) / 32 * 2 - 1
+    assert bool(field.grid.is_occupied(centers).all()), "a cell the sphere touches was pruned"
+    occupied = int(field.grid.occupied.sum())
+    assert occupied < 1.6 * int(truth.sum()), "pruning kept far more than the sphere"
+
+
+def test_memory_grows_with_occupied_volume_not_resolution_cubed():
+    field = sphere_field(32)
+    strategy().update_occupancy(field)
+    change_topology(field.grid, None, lambda: field.grid.prune(field.grid.occupied))
+    rows = []
+    for _ in range(3):  # 32 -> 64 -> 128 -> 256
+        # keep only the shell: cells that are occupied but not deep inside
+        x = field.grid.layout.slot_vertices().float() / field.grid.resolution * 2 - 1
+        shell = vs.get("sphere").sdf(x + field.grid.cell_size / 2).abs() < 2 * field.grid.cell_size
+        change_topology(field.grid, None, lambda: field.grid.prune(field.grid.occupied & shell))
+        change_topology(field.grid, None, field.grid.subdivide)
+        rows.append(len(field.grid.density))
+    growth = [b / a for a, b in zip(rows, rows[1:])]
+    assert all(g < 5.5 for g in growth), f"rows grew by {growth} per doubling (a surface should give ~4x, not 8x)"
+    assert rows[-1] * 4 < 257**3, "the 256^3 grid should hold far fewer rows than a dense one"
+
+
+def test_brick_index_reaches_1024_cubed_in_megabytes():
+    coords = torch.tensor([[0, 0, 0], [64, 64, 64], [128, 128, 128]])
+    layout = BrickIndex(1024, coords)
+    assert layout.index.numel() * layout.index.element_size() < 10 * 2**20
+    v = torch.tensor([[513, 515, 519], [1024, 1024, 1024], [8, 0, 0]])
+    slots = layout.vertex_slots(v)
+    assert slots.tolist() == [1 * BRICK_VOLUME + (1 * 8 + 3) * 8 + 7, 2 * BRICK_VOLUME, -1]
+
+
+def test_topology_changes_carry_adam_moments_with_their_vertices():
+    field = sphere_field(16)
+    opt = torch.optim.Adam([field.grid.density, field.grid.features], lr=0.1)
+    x = torch.rand(4000, 3) * 1.6 - 0.8
+    field.density(x).sum().backward()
+    opt.step()
+    moment = opt.state[field.grid.density]["exp_avg"]
+    moment_field = dense_volume(field.grid, moment[:, None])
+    change_topology(field.grid, opt, field.grid.subdivide)
+    state = opt.state[field.grid.density]
+    assert opt.param_groups[0]["params"][0] is field.grid.density
+    assert state["exp_avg"].shape == field.grid.density.shape
+    # new vertices carry the interpolated moments of their parents
+    probe = torch.rand(500, 3) * 1.6 - 0.8
+    expected = grid_sample_reference(moment_field, probe)[:, 0]
+    got = field.grid.density_at.__func__(_TableView(field.grid, state["exp_avg"]), *field.grid.stencil(probe))
+    assert torch.allclose(got, expected, atol=1e-6)
+    field.density(x).sum().backward()
+    opt.step()  # and the optimizer keeps working on the new parameters
+
+
+class _TableView:
+    """Lets `SparseVoxelGrid.density_at` read another per-row table (here an Adam moment)."""
+
+    def __init__(self, grid, table):
+        self.density = table

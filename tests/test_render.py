@@ -1,0 +1,90 @@
+"""Marching and compositing: packed rendering against the slow dense reference, and what skipping may change."""
+
+import math
+
+import pytest
+import torch
+
+import voxnerf_scenes as vs
+from voxnerf.march import march, ray_box
+from voxnerf.renderer import RenderConfig, render_rays
+from voxnerf.volrend import exclusive_segment_cumsum, render_weights
+
+from test_grid import sphere_field, strategy
+
+EXACT = RenderConfig(alpha_min=0.0, transmittance_min=0.0, color_weight_min=0.0)
+
+
+def rays_at_origin(n: int, seed: int = 0, distance: float = 2.5) -> tuple[torch.Tensor, torch.Tensor]:
+    """n rays from a sphere of radius `distance` aimed near the origin (unit-box coordinates)."""
+    gen = torch.Generator().manual_seed(seed)
+    origins = torch.nn.functional.normalize(torch.randn(n, 3, generator=gen), dim=-1) * distance
+    target = (torch.rand(n, 3, generator=gen) - 0.5) * 1.2
+    return origins, torch.nn.functional.normalize(target - origins, dim=-1)
+
+
+def test_exclusive_segment_cumsum_matches_a_loop():
+    ray_idx = torch.tensor([0, 0, 0, 2, 2, 5, 5, 5, 5])
+    values = torch.arange(1.0, 10.0)
+    expected = []
+    for r in ray_idx.unique():
+        seg = values[ray_idx == r]
+        expected += [float(seg[:i].sum()) for i in range(len(seg))]
+    assert exclusive_segment_cumsum(values, ray_idx).tolist() == expected
+
+
+def test_weights_of_a_uniform_fog_follow_beer_lambert():
+    sigma, delta, n = 0.7, 0.05, 40
+    weights, transmittance = render_weights(torch.full((n,), sigma), torch.full((n,), delta), torch.zeros(n, dtype=torch.long))
+    assert math.isclose(float(weights.sum()), 1 - math.exp(-sigma * delta * n), rel_tol=1e-6)
+    assert math.isclose(float(transmittance[-1]), math.exp(-sigma * delta * (n - 1)), rel_tol=1e-6)
+
+
+def test_ray_box_hits_and_misses():
+    origins = torch.tensor([[-3.0, 0.0, 0.0], [-3.0, 5.0, 0.0], [0.0, 0.0, 0.0]])
+    dirs = torch.tensor([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
+    near, far = ray_box(origins, dirs, -torch.ones(3), torch.ones(3))
+    assert near.tolist()[0] == pytest.approx(2.0) and far.tolist()[0] == pytest.approx(4.0)
+    assert far[1] <= near[1]
+    assert near[2] == 0 and far[2] == pytest.approx(1.0)
+
+
+def test_packed_renderer_matches_dense_reference():
+    field = sphere_field(32)
+    origins, dirs = rays_at_origin(300)
+    step = EXACT.step_ratio * field.grid.cell_size
+    background = torch.tensor([0.2, 0.5, 0.9])
+    ours = render_rays(field, origins, dirs, background, EXACT)
+    # The reference samples interval midpoints from the same start, so both evaluate the same points.
+    near, far = ray_box(origins, dirs, *field.grid.occupied_bbox)
+    n = int(((far - near) / step).ceil().max())
+    with torch.no_grad():
+        ref = vs.render_rays(lambda x, d: (field.density(x), field.color(x, d)), origins, dirs, near,
+                             near + n * step, n_samples=n, background=background)
+    inside = (near + (torch.arange(n) + 0.5)[:, None] * step < far).T  # samples past the box exit
+    assert not bool((ref.weights * ~inside).gt(1e-7).any()), "reference samples outside the box carry weight"
+    assert torch.allclose(ours.rgb, ref.rgb, atol=1e-5)
+    assert torch.allclose(ours.opacity, ref.opacity, atol=1e-5)
+    assert float(ours.opacity.detach().max()) > 0.99, "some rays should hit the sphere"
+
+
+def test_early_termination_and_skipping_change_no_pixel_by_more_than_1e3():
+    field = sphere_field(32)
+    strategy().update_occupancy(field)
+    origins, dirs = rays_at_origin(500, seed=1)
+    background = torch.ones(3)
+    exact = render_rays(field, origins, dirs, background, EXACT)
+    fast = render_rays(field, origins, dirs, background, RenderConfig(color_weight_min=0.0))
+    assert (fast.rgb - exact.rgb).abs().max() <= 1e-3
+    assert fast.num_samples < 0.5 * exact.num_samples, "occupancy and early termination should skip most samples"
+
+
+def test_march_never_samples_an_empty_cell():
+    field = sphere_field(32)
+    strategy().update_occupancy(field)
+    origins, dirs = rays_at_origin(200, seed=2)
+    offsets = torch.full((200,), 0.5)
+    samples = march(field.grid, field.activate, origins, dirs, 0.5 * field.grid.cell_size, offsets)
+    x = origins[samples.ray_idx] + samples.t[:, None] * dirs[samples.ray_idx]
+    assert bool(field.grid.is_occupied(x).all())
+    assert bool((samples.ray_idx[1:] >= samples.ray_idx[:-1]).all()), "samples must be sorted by ray"
