@@ -7,7 +7,7 @@ import sys
 import typer
 
 from voxnerf.errors import VoxnerfError
-from voxnerf_cli import info, scene
+from voxnerf_cli import demo, evaluate, info, render, scene, train
 
 app = typer.Typer(
     help="Sparse-voxel NeRF: train on posed photos, render, export meshes and point clouds.",
@@ -16,6 +16,10 @@ app = typer.Typer(
     add_completion=False,
 )
 app.command("info")(info.info)
+app.command("train")(train.train)
+app.command("eval")(evaluate.eval_command)
+app.command("render")(render.render)
+app.command("demo")(demo.demo)
 app.add_typer(scene.app, name="scene")
 
 
@@ -25,9 +29,12 @@ def _root() -> None:
 
 
 def main() -> None:
-    """Run the CLI; user errors print `voxnerf: error: FILE: PROBLEM` and exit with status 2."""
+    """Run the CLI; user errors print `voxnerf: error: FILE: PROBLEM` and exit with status 2, Ctrl-C exits 130."""
     try:
         app()
     except VoxnerfError as e:
         print(f"voxnerf: error: {e}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:
+        print("voxnerf: interrupted", file=sys.stderr)
+        sys.exit(train.INTERRUPTED)

@@ -1,0 +1,53 @@
+"""`voxnerf demo`: the whole job on a built-in toy scene: make it, train, score, render, print where it all went."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+import voxnerf_scenes
+from voxnerf.errors import VoxnerfError
+from voxnerf_cli.render import print_rendered, render_run
+from voxnerf_cli.train import INTERRUPTED, preset_path, print_outcome, train_run
+
+STAGES = 4
+
+
+def stage(k: int, text: str) -> None:
+    typer.echo(f"[{k}/{STAGES}] {text}")
+
+
+def export_step(run_dir: Path) -> None:
+    """Stage 4, mesh and point cloud of the demo run: the place for `voxnerf export` (issue 4); until then, say so."""
+    typer.echo(f"      mesh export of {run_dir}: not in this version yet (voxnerf export, issue 4)")
+
+
+def demo(
+    out: Path = typer.Option(Path("runs/demo"), help="Folder for the scene (OUT/scene) and the run (OUT/run)."),
+    scene: str = typer.Option("sphere", help="Toy scene: " + ", ".join(voxnerf_scenes.SCENES) + "."),
+    max_time: float = typer.Option(None, help="Seconds of training (default: the fast-cpu preset's budget)."),
+    device: str = typer.Option("auto", help="auto, cpu or cuda."),
+    threads: int = typer.Option(None, help="torch CPU threads (default: torch's choice)."),
+) -> None:
+    """Make a toy scene, train on it with configs/fast-cpu.yaml, score and render it; prints the output paths."""
+    if scene not in voxnerf_scenes.SCENES:
+        raise VoxnerfError(f"--scene {scene}: unknown toy scene (known: {', '.join(voxnerf_scenes.SCENES)})")
+    stage(1, f"rendering the toy scene '{scene}' (ground truth) into {out / 'scene'}")
+    scene_dir = voxnerf_scenes.make_scene(scene, out / "scene", n_train=60, n_val=5, n_test=10, size=64,
+                                          n_samples=256, progress=True)
+    stage(2, f"training with {preset_path('fast-cpu')}")
+    outcome = train_run(scene_dir, preset_path("fast-cpu"), out / "run", device=device, overwrite=True,
+                        max_time=max_time, threads=threads)
+    if outcome.interrupted:
+        typer.echo(f"interrupted; checkpoint saved to {outcome.checkpoint} (continue with "
+                   f"voxnerf train {scene_dir} --out {outcome.out} --resume)", err=True)
+        raise typer.Exit(INTERRUPTED)
+    stage(3, "rendering the test views and an orbit")
+    rendered = render_run(outcome.out, frames=48, device=device)
+    stage(4, "exporting")
+    export_step(outcome.out)
+    typer.echo("")
+    typer.echo(f"scene       {scene_dir}")
+    print_outcome(outcome)
+    print_rendered(rendered)
