@@ -9,13 +9,19 @@ PIP := $(BIN)/python -m pip install -q $(if $(CONSTRAINTS),-c $(CONSTRAINTS),)
 
 setup: $(VENV)/.installed
 
-# open3d needs libusb-1.0 at import time; install it where we can (root + apt), else say how in one line.
+# open3d needs libusb-1.0 at import time, and EGL with Mesa for headless screenshots (`voxnerf view --screenshot`);
+# install them where we can (root + apt), else say how in one line.
 system-deps:
 	@$(PYTHON) -c "import ctypes.util, sys; sys.exit(0 if ctypes.util.find_library('usb-1.0') else 1)" || \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  apt-get install -y -q libusb-1.0-0 >/dev/null 2>&1 || \
 	  { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q libusb-1.0-0 >/dev/null 2>&1; } ; \
 	else echo "voxnerf: open3d needs libusb-1.0 (Debian/Ubuntu: sudo apt-get install libusb-1.0-0)"; fi
+	@$(PYTHON) -c "import ctypes.util, sys; sys.exit(0 if ctypes.util.find_library('EGL') else 1)" || \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  apt-get install -y -q libegl1 libegl-mesa0 libgl1-mesa-dri >/dev/null 2>&1 || \
+	  { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q libegl1 libegl-mesa0 libgl1-mesa-dri >/dev/null 2>&1; } ; \
+	else echo "voxnerf: headless screenshots need EGL (Debian/Ubuntu: sudo apt-get install libegl1 libegl-mesa0 libgl1-mesa-dri)"; fi
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	@$(MAKE) --no-print-directory system-deps

@@ -7,7 +7,7 @@ import sys
 import typer
 
 from voxnerf.errors import VoxnerfError
-from voxnerf_cli import demo, evaluate, info, render, scene, train
+from voxnerf_cli import demo, evaluate, export, info, render, scene, train, view
 
 app = typer.Typer(
     help="Sparse-voxel NeRF: train on posed photos, render, export meshes and point clouds.",
@@ -21,6 +21,8 @@ app.command("eval")(evaluate.eval_command)
 app.command("render")(render.render)
 app.command("demo")(demo.demo)
 app.add_typer(scene.app, name="scene")
+app.command("export")(export.export)
+app.command("view")(view.view)
 
 
 @app.callback()

@@ -1,0 +1,287 @@
+"""Export and view, specified on toy scenes whose surfaces are known exactly.
+
+Accuracy tests use a run built without training: a 64^3 grid whose density and color are set from the toy
+scene's analytic field (so the only errors are the grid's and the export's). One test trains briefly and only
+checks that every export runs on a real run folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import imageio.v3 as iio
+import numpy as np
+import open3d as o3d
+import pytest
+import torch
+from scipy.spatial import cKDTree
+
+import voxnerf_scenes as vs
+from voxnerf.checkpoint import CHECKPOINT, save_atomic
+from voxnerf.config import config_to_dict, load_config
+from voxnerf.data import load_scene
+from voxnerf.errors import VoxnerfError
+from voxnerf.export import export_mesh, export_pointcloud
+from voxnerf.export import mesh as mesh_module
+from voxnerf.export.box import crop_box, parse_bbox
+from voxnerf.export.mesh import march_blocks
+from voxnerf.export.view import cube_faces, voxel_mesh
+from voxnerf.field import RadianceField
+from voxnerf.run import Run, field_state, load_run, scene_record
+from voxnerf.trainer import Trainer
+from voxnerf_cli import main as cli_main
+
+REPO = Path(__file__).resolve().parents[1]
+TOY = "two_objects"
+RESOLUTION = 64
+SURFACE_SAMPLES = 20_000
+
+
+def one_level(resolution: int) -> list[dict]:
+    return [{"until": 1.0, "resolution": resolution, "image_scale": 1.0}]
+
+
+def analytic_run(scene_root: Path, toy: vs.ToyScene, out: Path, resolution: int = RESOLUTION) -> Path:
+    """A run folder whose field reproduces the toy scene's density and color on a resolution^3 grid.
+
+    Raw density inverts the field's activation (softplus(raw + shift) * density_scale = sigma per unit-box
+    length), in float64 so that it keeps falling linearly with distance outside the solid; the first three
+    feature channels are the color's logit (the decoder's last layer starts at zero, so rgb =
+    sigmoid(features[:3])). Cells whose most opaque point has alpha <= 1e-3 are pruned, as training does.
+    """
+    scene = load_scene(scene_root, with_images=False)
+    cfg = load_config(None, [{"field": {"resolution": resolution}, "levels": one_level(resolution)}])
+    field = RadianceField(cfg.field)
+    grid = field.grid
+    x_world = (grid.layout.slot_vertices().double() * grid.cell_size - 1) / scene.scale + torch.as_tensor(scene.center)
+    sigma = toy.density(x_world) / scene.scale  # float64: raw stays linear in the SDF far outside, no clamp
+    raw = torch.log(torch.expm1(sigma / cfg.field.density_scale).clamp_min(1e-300)) - field.shift
+    color = toy.color(x_world).float().clamp(1e-3, 1 - 1e-3)
+    with torch.no_grad():
+        grid.density.copy_(raw.float())
+        grid.features[:, :3] = torch.logit(color)
+        grid.prune(1 - torch.exp(-field.activate(grid.cell_max_density()) * grid.cell_size) > 1e-3)
+    save_atomic({"version": 1, "config": config_to_dict(cfg), "field": field_state(field), "step": 0,
+                 "scene": scene_record(scene)}, out / CHECKPOINT)
+    return out
+
+
+@pytest.fixture(scope="module")
+def toy() -> vs.ToyScene:
+    return vs.get(TOY)
+
+
+@pytest.fixture(scope="module")
+def scene_root(tmp_path_factory) -> Path:
+    torch.set_num_threads(1)
+    return vs.make_scene(TOY, tmp_path_factory.mktemp("scene"), n_train=8, n_val=0, n_test=1, size=32, n_samples=128)
+
+
+@pytest.fixture(scope="module")
+def run_dir(scene_root, toy, tmp_path_factory) -> Path:
+    return analytic_run(scene_root, toy, tmp_path_factory.mktemp("run"))
+
+
+@pytest.fixture(scope="module")
+def run(run_dir) -> Run:
+    return load_run(run_dir)
+
+
+@pytest.fixture(scope="module")
+def voxel(run) -> float:
+    """One cell of the grid in world units."""
+    return run.field.grid.cell_size / run.scale
+
+
+def distance_to_surface(toy: vs.ToyScene, points: np.ndarray) -> np.ndarray:
+    return toy.sdf(torch.as_tensor(points, dtype=torch.float64)).abs().numpy()
+
+
+def chamfer_and_normals(mesh: o3d.geometry.TriangleMesh, toy: vs.ToyScene) -> tuple[float, float]:
+    """Symmetric Chamfer distance (mean of both directions' mean nearest distance) between area samples of the
+    mesh and of the true surface, and their normal consistency (mean cosine of nearest pairs, both ways)."""
+    o3d.utility.random.seed(0)
+    samples = mesh.sample_points_uniformly(SURFACE_SAMPLES, use_triangle_normal=True)
+    p, n = np.asarray(samples.points), np.asarray(samples.normals)
+    q, m = (t.numpy() for t in toy.sample_surface(SURFACE_SAMPLES, seed=0, dtype=torch.float64))
+    d_pq, i_pq = cKDTree(q).query(p)
+    d_qp, i_qp = cKDTree(p).query(q)
+    chamfer = 0.5 * (d_pq.mean() + d_qp.mean())
+    normals = 0.5 * ((n * m[i_pq]).sum(1).mean() + (m * n[i_qp]).sum(1).mean())
+    return float(chamfer), float(normals)
+
+
+# ---- mesh -----------------------------------------------------------------------------------------------------
+def test_density_mesh_is_within_a_voxel_of_the_true_surface(run, toy, voxel, tmp_path):
+    mesh = export_mesh(run, tmp_path / "m.ply")
+    chamfer, normals = chamfer_and_normals(o3d.io.read_triangle_mesh(str(tmp_path / "m.ply")), toy)
+    assert chamfer <= voxel
+    assert normals >= 0.9
+    assert mesh.is_watertight(), "block meshes must weld into closed surfaces"
+
+
+def test_density_mesh_vertex_colors_are_the_surface_colors(run, toy, tmp_path):
+    mesh = export_mesh(run, tmp_path / "m.obj")
+    v = np.asarray(mesh.vertices)
+    truth = toy.color(torch.as_tensor(v)).numpy()
+    assert np.abs(np.asarray(mesh.vertex_colors) - truth).mean() < 0.05
+
+
+def glb_positions(path: Path) -> dict:
+    """The POSITION accessor (count, min, max) of a binary glTF's first mesh (open3d cannot read its own GLB)."""
+    data = path.read_bytes()
+    magic, version, _ = struct.unpack("<4sII", data[:12])
+    assert (magic, version) == (b"glTF", 2)
+    length, _ = struct.unpack("<II", data[12:20])
+    gltf = json.loads(data[20:20 + length])
+    return gltf["accessors"][gltf["meshes"][0]["primitives"][0]["attributes"]["POSITION"]]
+
+
+@pytest.mark.parametrize("suffix", [".ply", ".obj", ".glb"])
+def test_mesh_files_hold_the_mesh_in_world_units(run, tmp_path, suffix):
+    mesh = export_mesh(run, tmp_path / f"m{suffix}", target_faces=2000)
+    assert 0 < len(mesh.triangles) <= 2000
+    if suffix == ".glb":
+        positions = glb_positions(tmp_path / "m.glb")
+        assert positions["count"] == len(mesh.vertices)
+        lo, hi = np.array(positions["min"]), np.array(positions["max"])
+    else:
+        back = o3d.io.read_triangle_mesh(str(tmp_path / f"m{suffix}"))
+        assert len(back.triangles) == len(mesh.triangles) and back.has_vertex_colors()
+        lo, hi = back.get_min_bound(), back.get_max_bound()
+    assert lo[0] == pytest.approx(-0.75, abs=0.05) and hi[0] == pytest.approx(0.69, abs=0.05)
+
+
+def test_marching_cubes_samples_only_blocks_with_occupied_cells(run, monkeypatch):
+    evaluated = []
+    real_query = mesh_module.log_density
+
+    def counting(field, x):
+        evaluated.append(len(x))
+        return real_query(field, x)
+
+    monkeypatch.setattr(mesh_module, "log_density", counting)
+    samples = 128
+    march_blocks(run.field, np.array([[-1.0] * 3, [1.0] * 3]), samples)
+    assert 0 < sum(evaluated) < 0.5 * samples**3
+    assert max(evaluated) <= (mesh_module.BLOCK + 1) ** 3
+
+
+def test_bbox_crops_the_mesh(run, tmp_path):
+    box = parse_bbox("0,-1,-1,1,1,1")
+    mesh = export_mesh(run, tmp_path / "right.ply", bbox=box)
+    v = np.asarray(mesh.vertices)
+    assert v[:, 0].min() >= -1e-6 and v[:, 0].max() > 0.6
+
+
+def test_small_components_are_dropped(run, tmp_path):
+    both = export_mesh(run, tmp_path / "both.ply", min_component=0.0)
+    biggest = export_mesh(run, tmp_path / "one.ply", min_component=0.9)
+    assert len(both.cluster_connected_triangles()[1]) == 2
+    assert len(biggest.cluster_connected_triangles()[1]) == 1
+
+
+def test_tsdf_mesh_lies_near_the_surface(run, toy, voxel, tmp_path):
+    mesh = export_mesh(run, tmp_path / "t.ply", method="tsdf")
+    assert distance_to_surface(toy, np.asarray(mesh.vertices)).mean() <= voxel
+
+
+# ---- point cloud ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("source", ["grid", "depth"])
+def test_pointcloud_points_lie_within_a_voxel_of_the_surface(run, toy, voxel, tmp_path, source):
+    pcd = export_pointcloud(run, tmp_path / "p.ply", source=source, count=5000)
+    back = o3d.io.read_point_cloud(str(tmp_path / "p.ply"))
+    p = np.asarray(back.points)
+    assert len(p) > 500 and back.has_colors() and back.has_normals()
+    assert np.mean(distance_to_surface(toy, p) <= voxel) >= 0.95
+    truth = toy.normal(torch.as_tensor(p)).numpy()
+    assert np.mean((np.asarray(back.normals) * truth).sum(1)) >= 0.9
+    assert np.abs(np.asarray(pcd.colors) - toy.color(torch.as_tensor(p)).numpy()).mean() < 0.1
+
+
+# ---- view -----------------------------------------------------------------------------------------------------
+def test_cube_faces_keep_only_the_outer_faces_facing_out():
+    quads, owner = cube_faces(np.array([[0, 0, 0], [1, 0, 0]]))
+    assert len(quads) == 10 and sorted(np.bincount(owner)) == [5, 5]
+    normals = np.cross(quads[:, 1] - quads[:, 0], quads[:, 2] - quads[:, 0])
+    outward = quads.mean(1) - np.array([1.0, 0.5, 0.5])
+    assert np.all((normals * outward).sum(1) > 0)
+
+
+def test_voxel_view_shows_cells_or_coarser_bricks_in_world_units(run):
+    cells = voxel_mesh(run, "density", "cells")
+    bricks = voxel_mesh(run, "rgb", "bricks")
+    assert 0 < len(bricks.triangles) < len(cells.triangles)
+    assert np.all(cells.get_min_bound() <= [-0.75, -0.3, -0.3]) and np.all(cells.get_max_bound() >= [0.69, 0.3, 0.3])
+    assert np.all(bricks.get_min_bound() <= cells.get_min_bound() + 1e-9)
+
+
+# ---- CLI ------------------------------------------------------------------------------------------------------
+def cli(*args, drop_env: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """Run `python -m voxnerf ARGS` on one torch thread, without the environment variables `drop_env`."""
+    env = {k: v for k, v in os.environ.items() if k not in drop_env} | {"OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "voxnerf", *map(str, args)], capture_output=True, text=True,
+                          cwd=REPO, timeout=120, env=env)
+
+
+def test_export_cli_writes_files_and_prints_counts(run_dir, tmp_path):
+    r = cli("export", run_dir, "--mesh", tmp_path / "m.ply", "--pointcloud", tmp_path / "p.ply", "--num-points",
+            "3000", "--device", "cpu")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "m.ply").stat().st_size > 0 and (tmp_path / "p.ply").stat().st_size > 0
+    for text in (f"wrote {tmp_path / 'm.ply'}", "vertices", "faces", "points", "world bounds"):
+        assert text in r.stdout
+
+
+def test_view_screenshot_shows_the_object_on_a_headless_machine(run_dir, tmp_path):
+    out = tmp_path / "view.png"
+    r = cli("view", run_dir, "--screenshot", out, "--width", "160", "--height", "120", "--device", "cpu",
+            drop_env=("DISPLAY", "WAYLAND_DISPLAY"))
+    assert r.returncode == 0, r.stderr
+    image = iio.imread(out)[..., :3].astype(int)
+    assert image.shape == (120, 160, 3)
+    differs = np.abs(image - 255).sum(-1) > 30
+    assert differs[50:70, 70:90].mean() > 0.5, "the object is at the center"
+    assert not differs[:5, :5].any(), "the corner is background"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["export", "missing_run", "--mesh", "m.ply"], "missing_run"),
+    (["export", "{run}", "--mesh", "m.stl"], "unsupported format"),
+    (["export", "{run}", "--pointcloud", "no/such/folder/p.ply"], "does not exist"),
+    (["export", "{run}", "--mesh", "m.ply", "--bbox", "1,2,3"], "--bbox"),
+    (["export", "{run}"], "nothing to do"),
+    (["view", "{run}", "--screenshot", "v.jpg"], ".png"),
+])
+def test_bad_input_gives_a_one_line_error(run_dir, monkeypatch, capsys, args, message):
+    monkeypatch.setattr(sys, "argv", ["voxnerf", *(a.format(run=run_dir) for a in args)])
+    with pytest.raises(SystemExit) as exit_info:
+        cli_main.main()
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2
+    assert len(err.splitlines()) == 1 and err.startswith("voxnerf: error:") and message in err
+
+
+def test_crop_box_outside_the_volume_is_an_error(run):
+    with pytest.raises(VoxnerfError, match="misses"):
+        crop_box(run, np.array([[5.0, 5, 5], [6, 6, 6]]))
+
+
+# ---- a trained run --------------------------------------------------------------------------------------------
+def test_every_export_runs_on_a_briefly_trained_run(scene_root, tmp_path):
+    cfg = load_config(None, [{
+        "field": {"resolution": 16}, "levels": one_level(16), "max_steps": 80, "log_every": 40,
+        "optim": {"lr_grid": 0.3, "min_rays": 256, "max_rays": 512, "target_samples": 8192},
+        "occupancy": {"warmup_steps": 20, "update_every": 8},
+    }])
+    Trainer(load_scene(scene_root), cfg, tmp_path / "run", torch.device("cpu"), quiet=True).train()
+    trained = load_run(tmp_path / "run")
+    assert len(export_mesh(trained, tmp_path / "m.ply", level=0.3).triangles) > 0
+    assert len(export_mesh(trained, tmp_path / "t.ply", method="tsdf", min_component=0.0).triangles) > 0
+    for source in ("grid", "depth"):
+        assert len(export_pointcloud(trained, tmp_path / f"{source}.ply", source=source, count=1000).points) > 0

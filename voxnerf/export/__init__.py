@@ -1,0 +1,75 @@
+"""Geometry out of a trained run: meshes, point clouds, and an open3d view of the learned occupancy.
+
+    from voxnerf.run import load_run
+    from voxnerf.export import export_mesh, export_pointcloud
+    run = load_run("runs/lego")
+    mesh = export_mesh(run, "lego.ply")                      # density iso-surface, world units
+    mesh = export_mesh(run, "lego_tsdf.ply", method="tsdf")   # TSDF fusion of rendered depth
+    pcd = export_pointcloud(run, "lego_points.ply")           # surface points with colors and normals
+
+Modules: `mesh` (marching cubes over occupied blocks, cleanup), `tsdf` (open3d fusion), `pointcloud` (grid or
+depth points), `depth` (training cameras and rendered views), `query` (log density, normals, colors of the field),
+`box` (crop region), `output` (writing and summary), `view` (occupancy viewer and headless screenshots).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import open3d as o3d
+
+from voxnerf.errors import VoxnerfError
+from voxnerf.export.box import crop_box
+from voxnerf.export.mesh import clean_mesh, crop, field_mesh
+from voxnerf.export.output import MESH_FORMATS, POINTCLOUD_FORMATS, check_output, write_mesh, write_pointcloud
+from voxnerf.export.pointcloud import surface_points
+from voxnerf.export.tsdf import fuse
+from voxnerf.run import Run
+
+METHODS = ("density", "tsdf")
+
+
+def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int | None = None, level: float = 0.5,
+                bbox: np.ndarray | None = None, min_component: float = 0.05, target_faces: int | None = None,
+                progress: bool = False) -> o3d.geometry.TriangleMesh:
+    """Extract, crop, clean and write a mesh of the run in world units (.ply, .obj or .glb by `out`'s suffix).
+
+    Args:
+        run: the loaded run.
+        out: the file to write.
+        method: "density" (the opacity iso-surface, by marching cubes) or "tsdf" (fusion of rendered depth).
+        samples: lattice samples per axis over the unit box (density) or TSDF voxels per unit-box width (tsdf);
+            default the grid's resolution.
+        level: opacity iso value (density only).
+        bbox: (2, 3) world box to keep; default the scene's box of interest.
+        min_component: drop connected components with fewer than this fraction of the largest's triangles.
+        target_faces: decimate to about this many triangles when given.
+        progress: show progress bars.
+    Returns:
+        The written mesh.
+    """
+    out = check_output(out, MESH_FORMATS, "--mesh")
+    if method not in METHODS:
+        raise VoxnerfError(f"--method {method}: expected one of {', '.join(METHODS)}")
+    if not 0 < level < 1:
+        raise VoxnerfError(f"--level {level}: the opacity iso value must lie in (0, 1)")
+    box = crop_box(run, bbox)
+    samples = samples or run.field.grid.resolution
+    if method == "density":
+        mesh = field_mesh(run, box, samples, level, progress)
+    else:
+        mesh = crop(fuse(run, 2.0 / samples / run.scale, progress=progress), box)
+    mesh = clean_mesh(mesh, min_component, target_faces)
+    write_mesh(mesh, out)
+    return mesh
+
+
+def export_pointcloud(run: Run, out: str | Path, source: str = "grid", count: int = 100_000,
+                      samples: int | None = None, level: float = 0.5, bbox: np.ndarray | None = None,
+                      outliers: bool = True, progress: bool = False) -> o3d.geometry.PointCloud:
+    """Write a surface point cloud (PLY, world units, colors and normals); see `pointcloud.surface_points`."""
+    out = check_output(out, POINTCLOUD_FORMATS, "--pointcloud")
+    pcd = surface_points(run, crop_box(run, bbox), source, count, samples, level, outliers, progress)
+    write_pointcloud(pcd, out)
+    return pcd

@@ -1,0 +1,69 @@
+"""Field queries that exports need, in chunks: log density, density normals, surface colors.
+
+All points are unit-box coordinates; results are float32 numpy arrays on the CPU.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from voxnerf.field import RadianceField
+
+CHUNK = 1 << 16
+
+
+def _device(field: RadianceField) -> torch.device:
+    return field.grid.density.device
+
+
+LOG_EMPTY = -30.0  # log sigma given to points in unoccupied cells
+
+
+def opacity_to_density(level: float, delta: float) -> float:
+    """The sigma at which one step of length `delta` has opacity `level`: -log(1 - level) / delta."""
+    return -np.log1p(-level) / delta
+
+
+@torch.no_grad()
+def log_density(field: RadianceField, x: np.ndarray) -> np.ndarray:
+    """log sigma (N,) at unit-box points x (N, 3); points in cells the grid does not mark occupied (the renderer
+    skips them) and points of zero density get LOG_EMPTY."""
+    out = np.empty(len(x), np.float32)
+    for i in range(0, len(x), CHUNK):
+        xc = torch.as_tensor(x[i:i + CHUNK], dtype=torch.float32, device=_device(field))
+        sigma = field.density(xc) * field.grid.is_occupied(xc)
+        out[i:i + CHUNK] = torch.log(sigma).clamp_min(LOG_EMPTY).cpu().numpy()
+    return out
+
+
+def density_normals(field: RadianceField, x: np.ndarray) -> np.ndarray:
+    """Outward unit normals (N, 3): the negated, normalized gradient of sigma at unit-box points x (N, 3).
+
+    Where the gradient vanishes (flat density) the normal is zero.
+    """
+    out = np.empty((len(x), 3), np.float32)
+    for i in range(0, len(x), CHUNK):
+        with torch.enable_grad():
+            xc = torch.as_tensor(x[i:i + CHUNK], dtype=torch.float32, device=_device(field)).requires_grad_(True)
+            (grad,) = torch.autograd.grad(field.density(xc).sum(), xc)
+        out[i:i + CHUNK] = torch.nn.functional.normalize(-grad, dim=-1).cpu().numpy()
+    return out
+
+
+@torch.no_grad()
+def head_on_colors(field: RadianceField, x: np.ndarray, normals: np.ndarray) -> np.ndarray:
+    """Colors (N, 3) of surface points x (N, 3) seen head-on: view direction -normal (normals (N, 3), outward).
+
+    Zero normals fall back to looking along -z.
+    """
+    dirs = -np.asarray(normals, np.float32)
+    flat = np.linalg.norm(dirs, axis=-1) < 1e-6
+    dirs[flat] = (0.0, 0.0, -1.0)
+    dirs /= np.linalg.norm(dirs, axis=-1, keepdims=True)
+    out = np.empty((len(x), 3), np.float32)
+    for i in range(0, len(x), CHUNK):
+        xc = torch.as_tensor(x[i:i + CHUNK], dtype=torch.float32, device=_device(field))
+        dc = torch.as_tensor(dirs[i:i + CHUNK], device=xc.device)
+        out[i:i + CHUNK] = field.color(xc, dc).float().cpu().numpy()
+    return out
