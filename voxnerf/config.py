@@ -70,12 +70,22 @@ def _build(cls, data: dict, where: str):
         if key not in known:
             raise VoxnerfError(f"{where}: unknown option '{key}' (known: {', '.join(known)})")
         if key == "levels":
+            if not isinstance(value, list):
+                raise VoxnerfError(f"{where}.levels: expected a list of levels")
             kwargs[key] = [_build(Level, v, f"{where}.levels[{i}]") for i, v in enumerate(value)]
-        elif is_dataclass(known[key].type) or isinstance(value, dict):
+        elif key in _NESTED and cls is TrainConfig:
             kwargs[key] = _build(_NESTED[key], value, f"{where}.{key}")
         else:
-            kwargs[key] = value
+            kwargs[key] = _checked(value, known[key].type, f"{where}.{key}")
     return cls(**kwargs)
+
+
+def _checked(value, type_name: str, where: str):
+    """`value` if it fits the field's annotated scalar type (ints are accepted as floats), else VoxnerfError."""
+    expected = {"int": int, "float": (int, float), "str": str, "bool": bool}.get(str(type_name))
+    if expected is not None and (not isinstance(value, expected) or (type_name != "bool" and isinstance(value, bool))):
+        raise VoxnerfError(f"{where}: expected {type_name}, got {value!r}")
+    return float(value) if type_name == "float" else value
 
 
 _NESTED = {"field": FieldConfig, "render": RenderConfig, "occupancy": OccupancyConfig, "optim": OptimConfig}
@@ -115,8 +125,11 @@ def load_config(path: str | Path | None = None, overrides: list[dict] | None = N
             raise VoxnerfError(f"{path}: malformed YAML ({str(e).splitlines()[0]})") from None
     for o in overrides or []:
         data = _merge(data, o)
-    cfg = _build(TrainConfig, data, str(path) if path else "config")
-    check_levels(cfg.levels, str(path) if path else "config")
+    where = str(path) if path else "config"
+    cfg = _build(TrainConfig, data, where)
+    check_levels(cfg.levels, where)
+    if cfg.max_steps <= 0 and cfg.max_time <= 0:
+        raise VoxnerfError(f"{where}: set max_steps or max_time (both are 0: training would never stop)")
     return cfg
 
 

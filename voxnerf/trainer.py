@@ -62,6 +62,8 @@ class Trainer:
     def __init__(self, scene: Scene, cfg: TrainConfig, out: Path, device: torch.device, resume: bool = False,
                  init: Path | None = None, eval_at: tuple[float, ...] = (), quiet: bool = False):
         self.scene, self.cfg, self.out, self.device, self.quiet = scene, cfg, Path(out), device, quiet
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
         self.amp_dtype = amp_dtype_for(cfg.precision, device)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp_dtype == torch.float16 and device.type == "cuda")
         self.sampler = RaySampler(scene, scene.split_indices("train"), device)
