@@ -5,12 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import os
+
 import torch
 import typer
 
 from voxnerf.checkpoint import CHECKPOINT
 from voxnerf.config import TrainConfig, load_config, parse_override
 from voxnerf.data import load_scene
+from voxnerf.distributed import dump_rank_state, launch_local, world_from_env
 from voxnerf.errors import VoxnerfError
 from voxnerf.scene import Scene
 from voxnerf.trainer import Trainer, resolve_device
@@ -32,6 +35,7 @@ class TrainOutcome:
     snapshots: list[dict]
     scores: dict | None = None
     scores_file: Path | None = None
+    main: bool = True  # rank 0 (or a single process): the rank that wrote the files and scored the run
 
     @property
     def checkpoint(self) -> Path:
@@ -143,16 +147,25 @@ def train_run(scene_dir: Path, config: Path | None, out: Path, *, device: str = 
               overwrite: bool = False, init: Path | None = None, sets: list[str] = (), max_steps: int | None = None,
               max_time: float | None = None, threads: int | None = None, eval_at: tuple[float, ...] = (),
               quiet: bool = False) -> TrainOutcome:
-    """Load the scene, train, checkpoint, and score the test split into OUT/eval.json (skipped after Ctrl-C)."""
+    """Load the scene, train, checkpoint, and score the test split into OUT/eval.json (skipped after Ctrl-C).
+
+    Under torchrun (or `launch_local`) every rank calls this; they train together and rank 0 writes and scores.
+    """
     out = Path(out)
     check_out(out, resume, overwrite)
     scene, cfg = prepare(scene_dir, config, out, resume, list(sets), max_steps, max_time, threads)
-    dev = resolve_device(device)
-    trainer = Trainer(scene, cfg, out, dev, resume=resume, init=init, eval_at=eval_at, quiet=quiet)
-    done = trainer.train()
-    outcome = TrainOutcome(out, done["step"], done["elapsed"], done["interrupted"], done["snapshots"])
-    if not outcome.interrupted:
-        outcome.scores = score(trainer.field, scene, cfg, dev, "test", cfg.eval_every_view)
+    with world_from_env(resolve_device(device)) as world:
+        trainer = Trainer(scene, cfg, out, world.device, resume=resume, init=init, eval_at=eval_at, quiet=quiet,
+                          world=world)
+        world.copy_from_main(trainer.field)
+        done = trainer.train()
+        if not done["interrupted"]:
+            world.check_identical(trainer.field, "the end of training")
+            dump_rank_state(trainer.field, world)
+    outcome = TrainOutcome(out, done["step"], done["elapsed"], done["interrupted"], done["snapshots"],
+                           main=world.is_main)
+    if not outcome.interrupted and outcome.main:
+        outcome.scores = score(trainer.field, scene, cfg, world.device, "test", cfg.eval_every_view)
         outcome.scores_file = write_scores(outcome.scores, out)
     return outcome
 
@@ -182,7 +195,9 @@ def train(
     init: Path = typer.Option(None, help="Checkpoint (or run folder) whose field starts this run (fine-tuning)."),
     set_: list[str] = typer.Option([], "--set", help="Override a config field, e.g. --set optim.lr_grid=0.05."),
     eval_at: str = typer.Option(None, help="Training seconds at which to score the test views, e.g. 60,120."),
-    threads: int = typer.Option(None, help="torch CPU threads (default: torch's choice)."),
+    threads: int = typer.Option(None, help="torch CPU threads (default: torch's choice); with --nproc, in all."),
+    nproc: int = typer.Option(1, help="Train with this many local worker processes (threads split among them); "
+                                      "for several machines use torchrun (see the README)."),
     profile: bool = typer.Option(False, help="Profile 10 steps into OUT/profile.json (Chrome trace) and stop "
                                              "without saving; with --resume, steps of that run."),
     quiet: bool = typer.Option(False, help="No progress bar."),
@@ -191,13 +206,37 @@ def train(
     out = out or Path("runs") / scene.resolve().name
     if profile:
         return _profile(scene, config, out, device, resume, set_, threads, quiet)
-    outcome = train_run(scene, config, out, device=device, resume=resume, overwrite=overwrite, init=init, sets=set_,
-                        max_steps=max_steps, max_time=max_time, threads=threads, eval_at=parse_times(eval_at),
-                        quiet=quiet)
+    options = dict(device=device, resume=resume, overwrite=overwrite, init=init, sets=set_, max_steps=max_steps,
+                   max_time=max_time, threads=threads, eval_at=parse_times(eval_at), quiet=quiet)
+    if nproc != 1:
+        options["threads"] = worker_threads(threads, nproc)
+        check_out(out, resume, overwrite)
+        code = launch_local(nproc, train_and_report, scene, config, out, options)
+    else:
+        code = train_and_report(scene, config, out, options)
+    if code:
+        raise typer.Exit(code)
+
+
+def worker_threads(threads: int | None, nproc: int) -> int:
+    """Threads of each of `nproc` local workers: `threads` (default: torch's count on this machine) split evenly."""
+    if nproc < 1:
+        raise VoxnerfError(f"--nproc {nproc}: expected 1 or more worker processes")
+    if "WORLD_SIZE" in os.environ:
+        raise VoxnerfError("--nproc: already running under torchrun (let torchrun start the workers)")
+    return max(1, (threads or torch.get_num_threads()) // nproc)
+
+
+def train_and_report(scene: Path, config: Path | None, out: Path, options: dict) -> int:
+    """`train_run`, then rank 0 prints the outcome; returns the exit status (INTERRUPTED after Ctrl-C)."""
+    outcome = train_run(scene, config, out, **options)
+    if not outcome.main:
+        return 0
     if outcome.interrupted:
         typer.echo(f"interrupted; checkpoint saved to {outcome.checkpoint} (continue with --resume)", err=True)
-        raise typer.Exit(INTERRUPTED)
+        return INTERRUPTED
     print_outcome(outcome)
+    return 0
 
 
 def _profile(scene_dir: Path, config: Path | None, out: Path, device: str, resume: bool, sets: list[str],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -16,12 +17,15 @@ class TopologyStrategy:
     """Keeps the grid's occupancy current and its resolution on the level schedule.
 
     Hooks: `skipping(step)` says whether empty-space skipping is active yet; `step_post_backward(...)` runs
-    after each optimizer step and may update occupancy, prune and subdivide.
+    after each optimizer step and may update occupancy, prune and subdivide. `reduce_max` combines the
+    occupancy statistic (V,) over the ranks of a multi-process job before thresholding, so every rank takes the
+    same decision (the default, for one process, leaves it as it is).
     """
 
     occupancy: OccupancyConfig
     levels: list[Level]
     step_ratio: float
+    reduce_max: Callable[[torch.Tensor], torch.Tensor] = lambda t: t
 
     def skipping(self, step: int) -> bool:
         """False during warm-up: every cell is occupied and no sample is skipped, so training can start."""
@@ -36,7 +40,7 @@ class TopologyStrategy:
         """score = max(decay * score, max opacity of one step in the cell); occupied = score > threshold."""
         grid = field.grid
         step = self.step_ratio * grid.cell_size
-        alpha = -torch.expm1(-field.activate(grid.cell_max_density()) * step)
+        alpha = self.reduce_max(-torch.expm1(-field.activate(grid.cell_max_density()) * step))
         grid.score = torch.maximum(grid.score * self.occupancy.decay, alpha)
         grid.set_occupied(grid.score > self.occupancy.threshold)
 

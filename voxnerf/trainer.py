@@ -13,6 +13,7 @@ from tqdm import tqdm
 
 from voxnerf.checkpoint import CHECKPOINT, load_checkpoint, save_atomic
 from voxnerf.config import TrainConfig, config_to_dict, load_config
+from voxnerf.distributed import World
 from voxnerf.errors import VoxnerfError
 from voxnerf.evaluate import render_view, score_views, target_image
 from voxnerf.field import RadianceField
@@ -57,18 +58,21 @@ class Trainer:
         init: a checkpoint whose field initializes this run (fine-tuning), optimizer and schedule fresh.
         eval_at: training times (seconds) at which to evaluate the test views; evaluation time is not counted.
         quiet: no progress bar.
+        world: this process's rank in a multi-process job (default: a single process); see voxnerf.distributed.
     """
 
     def __init__(self, scene: Scene, cfg: TrainConfig, out: Path, device: torch.device, resume: bool = False,
-                 init: Path | None = None, eval_at: tuple[float, ...] = (), quiet: bool = False):
+                 init: Path | None = None, eval_at: tuple[float, ...] = (), quiet: bool = False,
+                 world: World | None = None):
         self.scene, self.cfg, self.out, self.device, self.quiet = scene, cfg, Path(out), device, quiet
+        self.world = world or World()
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         self.amp_dtype = amp_dtype_for(cfg.precision, device)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp_dtype == torch.float16 and device.type == "cuda")
         self.sampler = RaySampler(scene, scene.split_indices("train"), device)
-        self.strategy = TopologyStrategy(cfg.occupancy, cfg.levels, cfg.render.step_ratio)
-        self.generator = torch.Generator(device="cpu").manual_seed(cfg.seed)
+        self.strategy = TopologyStrategy(cfg.occupancy, cfg.levels, cfg.render.step_ratio, self.world.max_)
+        self.generator = self.world.generator(cfg.seed)
         self.step, self.elapsed, self.n_rays = 0, 0.0, cfg.optim.min_rays
         self.eval_at = sorted(eval_at)
         self.snapshots: list[dict] = []
@@ -93,12 +97,14 @@ class Trainer:
         self.optimizer = self._make_optimizer()
         self.optimizer.load_state_dict(ckpt["optimizer"])
         self.step, self.elapsed, self.n_rays = ckpt["step"], ckpt["elapsed"], ckpt["n_rays"]
-        self.generator.set_state(ckpt["rng"])
+        self.generator = self.world.generator(self.cfg.seed, ckpt["rng"], self.step)
         self.snapshots = ckpt.get("snapshots", [])
         self.eval_at = [t for t in self.eval_at if t > self.elapsed]
 
     def checkpoint(self) -> None:
-        """Write the run's state atomically to out/checkpoint.pt."""
+        """Write the run's state atomically to out/checkpoint.pt (rank 0 only)."""
+        if not self.world.is_main:
+            return
         save_atomic({
             "version": 1,
             "config": config_to_dict(self.cfg),
@@ -134,27 +140,30 @@ class Trainer:
 
     # ---- one step -------------------------------------------------------------------------------------------
     def train_step(self) -> dict:
-        """One optimizer step on a fresh ray batch; returns its statistics."""
+        """One optimizer step on a fresh ray batch (this rank's share of n_rays); returns its statistics."""
         progress = self.progress()
         level = self.strategy.level(progress)
         self._set_learning_rates(progress)
-        batch = self.sampler.sample(self.n_rays, level.image_scale, self.generator)
+        n_total = self.n_rays
+        batch = self.sampler.sample(self.world.share(n_total), level.image_scale, self.generator)
         result = render_rays(self.field, batch["origins"], batch["dirs"], batch["background"],
                              self._render_config(), self.generator, self.amp_dtype)
         mse = torch.nn.functional.mse_loss(result.rgb, batch["target"])
         loss = mse + self._regularization(result)
         self.scaler.scale(loss).backward()
+        self.world.all_reduce_gradients(self.field.parameters())
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
-        self.strategy.step_post_backward(self.step, progress, self.field, self.optimizer)
-        samples_per_ray = result.num_samples / max(self.n_rays, 1)
+        if self.strategy.step_post_backward(self.step, progress, self.field, self.optimizer):
+            self.world.check_identical(self.field, f"the topology change after step {self.step}")
+        samples_per_ray = self.world.sum(result.num_samples) / max(n_total, 1)
         o = self.cfg.optim
         self.n_rays = int(np.clip(o.target_samples / max(samples_per_ray, 1.0), o.min_rays, o.max_rays))
         return {
             "loss": loss.item(),
             "psnr": mse_to_psnr(mse.item()),
-            "rays": len(batch["origins"]),
+            "rays": n_total,
             "samples_per_ray": samples_per_ray,
             "skipped": 1.0 - result.num_samples / max(result.num_candidates, 1),
             "color_samples_per_ray": result.num_color_samples / max(len(batch["origins"]), 1),
@@ -174,10 +183,12 @@ class Trainer:
     # ---- loop -----------------------------------------------------------------------------------------------
     def train(self) -> dict:
         """Train until the budget is spent (or Ctrl-C); checkpoints atomically along the way and at the end."""
-        self.out.mkdir(parents=True, exist_ok=True)
-        (self.out / "config.yaml").write_text(_to_yaml(config_to_dict(self.cfg)))
-        logger = MetricsLogger(self.out, append=self.step > 0)
-        bar = tqdm(total=100, unit="%", disable=self.quiet, dynamic_ncols=True,
+        main = self.world.is_main
+        if main:
+            self.out.mkdir(parents=True, exist_ok=True)
+            (self.out / "config.yaml").write_text(_to_yaml(config_to_dict(self.cfg)))
+        logger = MetricsLogger(self.out, append=self.step > 0) if main else None
+        bar = tqdm(total=100, unit="%", disable=self.quiet or not main, dynamic_ncols=True,
                    bar_format="{l_bar}{bar}| {n:.0f}% [{elapsed}<{remaining}] {postfix}")
         interrupted = False
         rays_done, t_window = 0, time.perf_counter()
@@ -186,10 +197,10 @@ class Trainer:
                 t0 = time.perf_counter()
                 stats = self.train_step()
                 self.step += 1
-                self.elapsed += time.perf_counter() - t0
+                self.elapsed = self.world.from_main(self.elapsed + time.perf_counter() - t0)
                 rays_done += stats["rays"]
                 self._snapshot_if_due()
-                if self.step % self.cfg.log_every == 0:
+                if main and self.step % self.cfg.log_every == 0:
                     now = time.perf_counter()
                     stats.update(step=self.step, time=round(self.elapsed, 3), rays_per_s=rays_done / (now - t_window))
                     rays_done, t_window = 0, now
@@ -206,13 +217,16 @@ class Trainer:
             interrupted = True
         finally:
             bar.close()
-            logger.close()
+            if logger is not None:
+                logger.close()
         self.checkpoint()
         return {"step": self.step, "elapsed": self.elapsed, "interrupted": interrupted, "snapshots": self.snapshots}
 
     def _snapshot_if_due(self) -> None:
         while self.eval_at and self.elapsed >= self.eval_at[0]:
             t = self.eval_at.pop(0)
+            if not self.world.is_main:
+                continue
             scores = self.evaluate(every=self.cfg.eval_every_view, with_lpips=False, write=False)
             self.snapshots.append({"time": t, "step": self.step, "psnr": scores["mean"]["psnr"]})
 

@@ -1,0 +1,158 @@
+"""Distributed training on CPU (gloo): `voxnerf train --nproc 2` and torchrun keep every rank identical, match a
+single process's quality, resume, and end cleanly when a worker dies or hangs.
+
+Each run starts real processes with one thread each on a tiny toy scene (32 px, a 16^3 then 32^3 grid), so the
+module stays around a minute on two cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import voxnerf_scenes
+from voxnerf.distributed import World, compare_fingerprints, parse_fault
+from voxnerf.errors import VoxnerfError
+
+STEPS = 300
+TINY = ["--quiet", "--device", "cpu",
+        "--set", "levels=[{until: 0.3, resolution: 16, image_scale: 0.5}, {until: 1.0, resolution: 32, image_scale: 1.0}]",
+        "--set", "field.resolution=16", "--set", "optim.target_samples=16384", "--set", "optim.min_rays=256",
+        "--set", "optim.max_rays=2048", "--set", "occupancy.warmup_steps=50", "--set", "log_every=50"]
+
+
+def voxnerf(*args: str | Path, cwd: Path, timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
+    """`python -m voxnerf ARGS...` with one thread per process and extra environment variables."""
+    command = [sys.executable, "-m", "voxnerf", *map(str, args)]
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", **env}
+    return subprocess.run(command, capture_output=True, text=True, cwd=cwd, timeout=timeout, env=environment)
+
+
+def psnr_of(run: Path) -> float:
+    """The mean test PSNR a run folder's eval.json reports."""
+    return json.loads((run / "eval.json").read_text())["mean"]["psnr"]
+
+
+def assert_same_field(a: dict, b: dict) -> None:
+    """Two saved fields (voxnerf.run.field_state) hold bit-identical topology and parameters."""
+    assert a["resolution"] == b["resolution"]
+    for part in ("grid", "decoder"):
+        assert a[part].keys() == b[part].keys()
+        for key in a[part]:
+            assert torch.equal(a[part][key], b[part][key]), f"{part}.{key} differs"
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("distributed")
+
+
+@pytest.fixture(scope="module")
+def scene_dir(workdir: Path) -> Path:
+    return voxnerf_scenes.make_scene("sphere", workdir / "sphere", n_train=20, n_val=2, n_test=2, size=32,
+                                     n_samples=128)
+
+
+@pytest.fixture(scope="module")
+def two_process_run(workdir: Path, scene_dir: Path) -> Path:
+    """A 2-process run (each rank saves its final field to dumps/), then its run folder."""
+    result = voxnerf("train", scene_dir, "--out", "two", "--nproc", "2", "--threads", "2", "--max-steps", STEPS,
+                     *TINY, cwd=workdir, VOXNERF_TEST_DUMP_RANKS=str(workdir / "dumps"))
+    assert result.returncode == 0, result.stderr
+    assert "test  PSNR" in result.stdout and result.stdout.count("checkpoint  ") == 1  # rank 0 alone reports
+    return workdir / "two"
+
+
+def test_both_ranks_end_with_identical_parameters_and_topology(two_process_run: Path, workdir: Path):
+    rank0 = torch.load(workdir / "dumps" / "rank0.pt")
+    rank1 = torch.load(workdir / "dumps" / "rank1.pt")
+    assert rank0["resolution"] == 32  # the run went through a subdivision (and the prune before it)
+    assert_same_field(rank0, rank1)
+    checkpoint = torch.load(two_process_run / "checkpoint.pt", weights_only=False)
+    assert checkpoint["step"] == STEPS
+    assert_same_field(checkpoint["field"], rank0)
+
+
+def test_two_processes_reach_the_quality_of_one_with_the_same_rays_per_step(two_process_run: Path, workdir: Path,
+                                                                           scene_dir: Path):
+    result = voxnerf("train", scene_dir, "--out", "one", "--threads", "1", "--max-steps", STEPS, *TINY, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    one, two = psnr_of(workdir / "one"), psnr_of(two_process_run)
+    assert one > 25 and abs(one - two) < 0.5, (one, two)
+
+
+def test_torchrun_resumes_a_distributed_run(two_process_run: Path, workdir: Path, scene_dir: Path):
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               "-m", "voxnerf", "train", str(scene_dir), "--out", "two", "--resume", "--max-steps", str(STEPS + 40),
+               "--threads", "1", "--quiet", "--device", "cpu"]
+    dumps = workdir / "resumed"
+    result = subprocess.run(command, capture_output=True, text=True, cwd=workdir, timeout=120,
+                            env={**os.environ, "OMP_NUM_THREADS": "1", "VOXNERF_TEST_DUMP_RANKS": str(dumps)})
+    assert result.returncode == 0, result.stderr
+    assert torch.load(two_process_run / "checkpoint.pt", weights_only=False)["step"] == STEPS + 40
+    assert_same_field(torch.load(dumps / "rank0.pt"), torch.load(dumps / "rank1.pt"))
+    assert psnr_of(two_process_run) > 25
+
+
+@pytest.mark.parametrize("fault, words", [("exit", ["worker 1 of 2 exited with status 3"]),
+                                           ("hang", ["rank 0: gradient all-reduce failed", "Timed out"])])
+def test_a_worker_that_dies_or_hangs_ends_the_job_with_a_clear_message(fault, words, workdir: Path,
+                                                                      scene_dir: Path):
+    start = time.monotonic()
+    result = voxnerf("train", scene_dir, "--out", f"fault-{fault}", "--nproc", "2", "--threads", "2",
+                     "--max-steps", STEPS, *TINY, cwd=workdir, timeout=90,
+                     VOXNERF_TEST_FAULT=f"1:20:{fault}", VOXNERF_COLLECTIVE_TIMEOUT="4")
+    assert result.returncode != 0
+    for word in words:
+        assert word in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert time.monotonic() - start < 60
+
+
+def test_ray_shares_differ_by_at_most_one_and_add_up_to_the_batch():
+    for size in (1, 2, 3, 8):
+        shares = [World(rank=r, size=size).share(1000) for r in range(size)]
+        assert sum(shares) == 1000 and max(shares) - min(shares) <= 1
+
+
+def draws(generator: torch.Generator) -> list[int]:
+    return torch.randint(0, 2**30, (4,), generator=generator).tolist()
+
+
+def test_every_rank_draws_its_own_rays_and_rank_0_draws_what_one_process_would():
+    single = World().generator(7)
+    ranks = [World(rank=r, size=2).generator(7) for r in range(2)]
+    assert draws(ranks[0]) == draws(single) != draws(ranks[1])
+    state = single.get_state()
+    resumed = [World(rank=r, size=2).generator(7, state, step=100) for r in range(2)]
+    assert draws(resumed[0]) == draws(single)  # rank 0 continues the checkpoint's stream
+    assert draws(resumed[1]) not in (draws(World(rank=1, size=2).generator(7)), draws(resumed[0]))
+
+
+def test_fingerprints_that_differ_name_the_rank_and_the_quantity():
+    reference = torch.tensor([32.0, 106, 12345, 900, 1.5, -2.0, 0.25, 40.0], dtype=torch.float64)
+    near = reference.clone()
+    near[4:] *= 1 + 1e-9  # parameter sums agree within float tolerance
+    compare_fingerprints(torch.stack([reference, reference, near]), "step 3")
+    bricks = reference.clone()
+    bricks[1] += 1
+    with pytest.raises(VoxnerfError, match="rank 2 has bricks 107.*rank 0 has 106"):
+        compare_fingerprints(torch.stack([reference, reference, bricks]), "step 3")
+    features = reference.clone()
+    features[5] += 0.01
+    with pytest.raises(VoxnerfError, match="at step 3: rank 1 has feature sum"):
+        compare_fingerprints(torch.stack([reference, features]), "step 3")
+    compare_fingerprints(torch.stack([reference, features]), "step 3", topology_only=True)
+
+
+def test_a_malformed_fault_hook_is_refused():
+    assert parse_fault("1:20:exit", rank=1) == (20, "exit") and parse_fault("1:20:exit", rank=0) is None
+    with pytest.raises(VoxnerfError, match="VOXNERF_TEST_FAULT"):
+        parse_fault("1:twenty:exit", rank=1)

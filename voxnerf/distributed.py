@@ -1,0 +1,365 @@
+"""Optional multi-process training: the torchrun environment, the process group, and the few collectives the trainer
+needs. A `World()` with the defaults is the single process, where every collective returns its input.
+
+Gradients are averaged with an explicit all-reduce over the parameters' `.grad`, not with DistributedDataParallel.
+DDP builds its reducer (gradient buckets, autograd hooks) once for a fixed set of parameters, but the grid's
+`density` (V,) and `features` (V, C) are replaced by tensors of another length at every prune and subdivide;
+DDP would need rebuilding at each topology change, and its broadcast of buffers would fight the occupancy state
+we keep identical by construction. One flat all-reduce per step after `backward()` does what DDP's reducer would,
+on whatever parameters exist at that step.
+
+Every rank takes the same decisions: the initial field is seeded alike, gradients are the same after the
+all-reduce (so Adam steps alike and parameters stay bit-identical), the occupancy statistic is reduced with MAX
+before thresholding, and the schedule uses rank 0's clock. `check_identical` compares a fingerprint of the field
+across ranks (at start, at each topology change, at the end) and fails loudly if they have drifted apart.
+
+Collectives run under a timeout (env VOXNERF_COLLECTIVE_TIMEOUT, seconds): a worker that dies or hangs ends the
+job with a VoxnerfError naming the collective instead of a job that waits forever.
+
+Backend: gloo on CPU; NCCL on CUDA when each local rank has a GPU of its own (NCCL refuses two ranks on one GPU,
+so ranks sharing a GPU fall back to gloo). The NCCL path is the same code with CUDA communication tensors.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import re
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+
+from voxnerf.errors import VoxnerfError
+
+TIMEOUT_ENV = "VOXNERF_COLLECTIVE_TIMEOUT"
+DEFAULT_TIMEOUT_S = 600.0  # rank 0's evaluations at --eval-at times must fit in it: the other ranks wait meanwhile
+FAULT_ENV = "VOXNERF_TEST_FAULT"  # tests only: "RANK:STEP:exit" or "RANK:STEP:hang" makes that rank fail there
+DUMP_ENV = "VOXNERF_TEST_DUMP_RANKS"  # tests only: a folder where every rank saves its final field as rankR.pt
+TOPOLOGY = ("resolution", "bricks", "brick checksum", "occupied cells")
+PARAMETERS = ("density sum", "feature sum", "decoder sum", "occupancy score sum")
+CHECKSUM_PRIME = 2**31 - 1
+
+
+def choose_backend(device: torch.device, local_world_size: int) -> str:
+    """'nccl' for CUDA ranks that each have a GPU, else 'gloo' (CPU, or several ranks sharing a GPU)."""
+    if device.type == "cuda" and torch.cuda.device_count() >= local_world_size and dist.is_nccl_available():
+        return "nccl"
+    return "gloo"
+
+
+@dataclass
+class World:
+    """This process's place in the job and the collectives over all ranks; the defaults are the single process.
+
+    Attributes:
+        rank, size: this rank and the number of ranks.
+        local_rank: the rank on this machine (which GPU it uses).
+        device: the training device of this rank (None: the caller's choice, single process).
+        backend: 'gloo' or 'nccl'; None when there is no process group.
+        timeout_s: the collective timeout.
+    """
+
+    rank: int = 0
+    size: int = 1
+    local_rank: int = 0
+    device: torch.device | None = None
+    backend: str | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    fault: tuple[int, str] | None = None  # tests only: (step, 'exit' | 'hang') for this rank, from FAULT_ENV
+    steps: int = field(default=0, init=False)  # gradient reductions so far (the fault's clock)
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0: the one that writes checkpoints, logs, progress and evaluations."""
+        return self.rank == 0
+
+    @property
+    def comm_device(self) -> torch.device:
+        """Where communication tensors live: the rank's GPU under NCCL, the CPU under gloo."""
+        return self.device if self.backend == "nccl" else torch.device("cpu")
+
+    # ---- what each rank does alone ------------------------------------------------------------------------
+    def share(self, total: int) -> int:
+        """This rank's part of `total` rays: the parts differ by at most one and add up to `total`."""
+        return total // self.size + (self.rank < total % self.size)
+
+    def generator(self, seed: int, state: torch.Tensor | None = None, step: int = 0) -> torch.Generator:
+        """This rank's random stream (rays, jitter), different on every rank.
+
+        Rank 0 uses `seed` (and the checkpoint's `state` when resuming), exactly as a single process does. Rank r
+        uses seed + r; a resumed rank r > 0 starts a fresh stream seed + r + size * step (the checkpoint holds
+        rank 0's state only), which no rank has used before.
+        """
+        g = torch.Generator(device="cpu")
+        if self.is_main:
+            g.manual_seed(seed)
+            if state is not None:
+                g.set_state(state)
+        else:
+            g.manual_seed(seed + self.rank + (self.size * step if state is not None else 0))
+        return g
+
+    # ---- collectives --------------------------------------------------------------------------------------
+    def all_reduce_gradients(self, parameters) -> None:
+        """Replace every parameter's .grad by its mean over the ranks (one flat all-reduce).
+
+        A parameter without a gradient on every rank keeps none (as a single process leaves it to Adam); one that
+        has a gradient somewhere gets the mean with zeros for the ranks that have none. Under a GradScaler call it
+        on the scaled gradients, before `scaler.step`: every rank then sees the same gradients, finds the same
+        infs and updates its scale alike.
+        """
+        self.steps += 1
+        self._inject_fault()
+        if self.size == 1:
+            return
+        params = list(parameters)
+        has = torch.tensor([p.grad is not None for p in params], dtype=torch.float32)
+        grads = [(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1).float() for p in params]
+        flat = torch.cat([has.to(self.comm_device)] + [g.to(self.comm_device) for g in grads])
+        self._run("gradient all-reduce", dist.all_reduce, flat)
+        flat /= self.size
+        offset = len(params)
+        for p, present in zip(params, (flat[:len(params)] > 0).tolist()):
+            chunk = flat[offset:offset + p.numel()]
+            offset += p.numel()
+            p.grad = chunk.view_as(p).to(p.device, p.dtype) if present else None
+
+    def sum(self, value: float) -> float:
+        """`value` summed over the ranks."""
+        if self.size == 1:
+            return value
+        t = torch.tensor([float(value)], dtype=torch.float64, device=self.comm_device)
+        self._run("sum of step statistics", dist.all_reduce, t)
+        return t.item()
+
+    def from_main(self, value: float) -> float:
+        """Rank 0's `value` on every rank (its clock drives the time budget, so every rank stops together)."""
+        if self.size == 1:
+            return value
+        t = torch.tensor([float(value)], dtype=torch.float64, device=self.comm_device)
+        self._run("broadcast of the training clock", dist.broadcast, t, src=0)
+        return t.item()
+
+    def max_(self, t: torch.Tensor) -> torch.Tensor:
+        """`t` replaced in place by its element-wise maximum over the ranks; returns it."""
+        if self.size == 1:
+            return t
+        buf = t.to(self.comm_device)
+        self._run("occupancy all-reduce (MAX)", dist.all_reduce, buf, op=dist.ReduceOp.MAX)
+        if buf is not t:
+            t.copy_(buf)
+        return t
+
+    def check_identical(self, radiance_field, when: str, topology_only: bool = False) -> None:
+        """Raise VoxnerfError if any rank's field differs from rank 0's (see `field_fingerprint`)."""
+        if self.size == 1:
+            return
+        mine = field_fingerprint(radiance_field).to(self.comm_device)
+        gathered = [torch.empty_like(mine) for _ in range(self.size)]
+        self._run(f"rank check at {when}", dist.all_gather, gathered, mine)
+        compare_fingerprints(torch.stack(gathered).cpu(), when, topology_only)
+
+    def copy_from_main(self, radiance_field) -> None:
+        """Give every rank rank 0's parameters, as DDP does when it wraps a model.
+
+        Needed at the start: the grid is seeded, but the decoder's initialization draws from each process's
+        global random state. The ranks' topologies are checked first (a broadcast needs equal shapes).
+        """
+        if self.size == 1:
+            return
+        self.check_identical(radiance_field, "the start", topology_only=True)
+        with torch.no_grad():
+            for p in radiance_field.parameters():
+                buf = p.detach().to(self.comm_device)
+                self._run("broadcast of the initial parameters", dist.broadcast, buf, src=0)
+                p.copy_(buf)
+
+    def _run(self, what: str, collective: Callable, *args, **kwargs) -> None:
+        try:
+            collective(*args, **kwargs)
+        except RuntimeError as e:  # gloo and NCCL report a lost peer or a timeout as RuntimeError subclasses
+            raise VoxnerfError(
+                f"rank {self.rank}: {what} failed: another worker died or hung (collective timeout "
+                f"{self.timeout_s:g} s, {TIMEOUT_ENV}): {first_sentence(e)}") from None
+
+    def _inject_fault(self) -> None:
+        if self.fault is None or self.steps != self.fault[0]:
+            return
+        print(f"voxnerf: test fault: rank {self.rank} {self.fault[1]}s at step {self.steps}", file=sys.stderr,
+              flush=True)
+        if self.fault[1] == "exit":
+            os._exit(3)
+        while True:
+            time.sleep(60)
+
+    # ---- lifetime -----------------------------------------------------------------------------------------
+    def __enter__(self) -> "World":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        """Leave the process group (a gloo group also after a failure, or the process aborts at exit; an NCCL
+        group with work pending can hang there, so after a failure it is left to the process's end)."""
+        if self.backend is not None and dist.is_initialized() and (exc_type is None or self.backend == "gloo"):
+            dist.destroy_process_group()
+
+
+def field_fingerprint(radiance_field) -> torch.Tensor:
+    """A cheap summary of a field, (8,) float64: the TOPOLOGY entries then the PARAMETERS entries.
+
+    The brick checksum sums each allocated brick's linear index times its table position (mod a prime), so it
+    sees both which bricks exist and their order (the order names the table rows).
+    """
+    grid = radiance_field.grid
+    n = grid.layout.bricks_per_axis
+    c = grid.brick_coords.cpu()
+    linear = (c[:, 0] * n + c[:, 1]) * n + c[:, 2]
+    position = torch.arange(1, len(c) + 1)
+    checksum = ((linear * position) % CHECKSUM_PRIME).sum() % CHECKSUM_PRIME
+    decoder = sum(p.detach().double().sum() for p in radiance_field.decoder.parameters())
+    return torch.tensor([
+        grid.resolution, grid.num_bricks, float(checksum), float(grid.occupied.sum()),
+        float(grid.density.detach().double().sum()), float(grid.features.detach().double().sum()),
+        float(decoder), float(grid.score.double().sum()),
+    ], dtype=torch.float64)
+
+
+def compare_fingerprints(fingerprints: torch.Tensor, when: str, topology_only: bool = False,
+                         rtol: float = 1e-6) -> None:
+    """Raise VoxnerfError naming the first rank and quantity that differ from rank 0.
+
+    Args:
+        fingerprints: (ranks, 8) float64, one `field_fingerprint` per rank.
+        when: where in training the check runs (for the message).
+        topology_only: compare the TOPOLOGY entries only.
+        rtol: relative tolerance of the parameter sums (the topology entries must be equal).
+    """
+    reference = fingerprints[0]
+    names = TOPOLOGY if topology_only else TOPOLOGY + PARAMETERS
+    for rank, row in enumerate(fingerprints[1:], start=1):
+        for i, name in enumerate(names):
+            exact = i < len(TOPOLOGY)
+            a, b = row[i].item(), reference[i].item()
+            if (a != b) if exact else abs(a - b) > rtol * max(abs(a), abs(b), 1.0):
+                raise VoxnerfError(
+                    f"ranks diverged at {when}: rank {rank} has {name} {a:.10g}, rank 0 has {b:.10g} (every rank "
+                    f"must take the same topology decisions; was the scene or config different on some machine?)")
+
+
+def first_sentence(error: Exception) -> str:
+    """The gist of a backend error: its first sentence, without the '[source.cc:123] ' prefix gloo adds."""
+    text = re.sub(r"^\[[^\]]*\]\s*", "", str(error).strip())
+    return text.split(". ")[0].splitlines()[0] if text else type(error).__name__
+
+
+def parse_fault(text: str | None, rank: int) -> tuple[int, str] | None:
+    """FAULT_ENV 'RANK:STEP:exit|hang' -> (STEP, kind) when it names this rank, else None."""
+    if not text:
+        return None
+    try:
+        target, step, kind = text.split(":")
+        if kind not in ("exit", "hang"):
+            raise ValueError
+        return (int(step), kind) if int(target) == rank else None
+    except ValueError:
+        raise VoxnerfError(f"{FAULT_ENV}={text}: expected RANK:STEP:exit or RANK:STEP:hang") from None
+
+
+def timeout_from_env() -> float:
+    """The collective timeout in seconds: TIMEOUT_ENV, else DEFAULT_TIMEOUT_S."""
+    text = os.environ.get(TIMEOUT_ENV)
+    try:
+        value = float(text) if text else DEFAULT_TIMEOUT_S
+    except ValueError:
+        value = -1.0
+    if value <= 0:
+        raise VoxnerfError(f"{TIMEOUT_ENV}={text}: expected a positive number of seconds")
+    return value
+
+
+def world_from_env(device: torch.device) -> World:
+    """The World this process belongs to: a torchrun job (RANK, WORLD_SIZE, LOCAL_RANK set) or a single process.
+
+    Under torchrun this joins the process group: CUDA ranks take GPU LOCAL_RANK (modulo the GPUs present).
+    """
+    size = int(os.environ.get("WORLD_SIZE", "1"))
+    if size == 1:
+        return World(device=device)
+    rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+    local_size = int(os.environ.get("LOCAL_WORLD_SIZE", str(size)))
+    if device.type == "cuda":
+        device = torch.device("cuda", local_rank % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    backend, timeout = choose_backend(device, local_size), timeout_from_env()
+    try:
+        dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
+    except (RuntimeError, ValueError) as e:
+        raise VoxnerfError(f"rank {rank}: could not join the {size}-process job ({backend}): {e}") from None
+    return World(rank, size, local_rank, device, backend, timeout, parse_fault(os.environ.get(FAULT_ENV), rank))
+
+
+def dump_rank_state(radiance_field, world: World) -> None:
+    """Tests only: with DUMP_ENV set, save this rank's final field to DUMP_ENV/rank{R}.pt."""
+    folder = os.environ.get(DUMP_ENV)
+    if folder:
+        from voxnerf.run import field_state
+
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        torch.save(field_state(radiance_field), Path(folder) / f"rank{world.rank}.pt")
+
+
+# ---- launching N local workers (`voxnerf train --nproc N`) ------------------------------------------------------
+def free_port() -> int:
+    """A TCP port free on this machine now (for the local rendezvous)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker(index: int, nproc: int, port: int, fn: Callable[..., int], args: tuple) -> None:
+    """One spawned rank: the torchrun environment, then `fn(*args)`; its return value is the exit status."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(index), LOCAL_RANK=str(index),
+                      WORLD_SIZE=str(nproc), LOCAL_WORLD_SIZE=str(nproc))
+    try:
+        code = fn(*args)
+    except VoxnerfError as e:
+        print(f"voxnerf: error: {e}", file=sys.stderr, flush=True)
+        code = 2
+    sys.stdout.flush()
+    sys.exit(code)
+
+
+def launch_local(nproc: int, fn: Callable[..., int], *args) -> int:
+    """Run `fn(*args)` in `nproc` spawned processes as ranks 0..nproc-1 of one job, as torchrun does on one node.
+
+    `fn` must be importable (it is pickled by name) and returns the worker's exit status. When one worker fails,
+    the others are stopped. Ctrl-C reaches every worker (they checkpoint and exit), and this waits for them.
+
+    Returns:
+        0 when every worker succeeded, else the failed worker's exit status; a worker killed by a signal or one
+        exiting with another status than 2 (a reported error) or 130 (interrupted) is reported on stderr.
+    """
+    from torch.multiprocessing import ProcessExitedException, ProcessRaisedException, start_processes
+
+    context = start_processes(_worker, args=(nproc, free_port(), fn, args), nprocs=nproc, join=False,
+                              start_method="spawn")
+    while True:
+        try:
+            if context.join():
+                return 0
+        except KeyboardInterrupt:
+            continue
+        except ProcessExitedException as e:
+            if e.signal_name or e.exit_code not in (2, 130):
+                how = f"was killed by {e.signal_name}" if e.signal_name else f"exited with status {e.exit_code}"
+                print(f"voxnerf: error: worker {e.error_index} of {nproc} {how}; the other workers were stopped",
+                      file=sys.stderr, flush=True)
+            return 1 if e.signal_name else e.exit_code
+        except ProcessRaisedException as e:
+            print(f"voxnerf: error: worker {e.error_index} of {nproc} failed:\n{e}", file=sys.stderr, flush=True)
+            return 1
