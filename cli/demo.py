@@ -1,4 +1,4 @@
-"""`voxnerf demo`: the whole job on a built-in toy scene: make it, train, score, render, print where it all went."""
+"""`voxnerf demo`: the whole job on a built-in toy scene: make it, train, score, render, export; prints the paths."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ import typer
 
 import voxnerf_scenes
 from voxnerf.errors import VoxnerfError
+from voxnerf.export import export_mesh, export_pointcloud
+from voxnerf.export.output import summary
+from voxnerf.run import load_run
 from voxnerf_cli.render import print_rendered, render_run
 from voxnerf_cli.train import INTERRUPTED, preset_path, print_outcome, train_run
 
@@ -19,8 +22,11 @@ def stage(k: int, text: str) -> None:
 
 
 def export_step(run_dir: Path) -> None:
-    """Stage 4, mesh and point cloud of the demo run: the place for `voxnerf export` (issue 4); until then, say so."""
-    typer.echo(f"      mesh export of {run_dir}: not in this version yet (voxnerf export, issue 4)")
+    """Stage 4: the demo run's mesh (density iso-surface) and point cloud, as `voxnerf export` writes them."""
+    run = load_run(run_dir)
+    for path, geometry in ((run_dir / "mesh.ply", export_mesh(run, run_dir / "mesh.ply")),
+                           (run_dir / "points.ply", export_pointcloud(run, run_dir / "points.ply"))):
+        typer.echo(summary(path, geometry))
 
 
 def demo(
@@ -30,7 +36,7 @@ def demo(
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
     threads: int = typer.Option(None, help="torch CPU threads (default: torch's choice)."),
 ) -> None:
-    """Make a toy scene, train on it with configs/fast-cpu.yaml, score and render it; prints the output paths."""
+    """Make a toy scene, train on it with configs/fast-cpu.yaml, score, render and export it; prints the paths."""
     if scene not in voxnerf_scenes.SCENES:
         raise VoxnerfError(f"--scene {scene}: unknown toy scene (known: {', '.join(voxnerf_scenes.SCENES)})")
     stage(1, f"rendering the toy scene '{scene}' (ground truth) into {out / 'scene'}")
@@ -45,7 +51,7 @@ def demo(
         raise typer.Exit(INTERRUPTED)
     stage(3, "rendering the test views and an orbit")
     rendered = render_run(outcome.out, frames=48, device=device)
-    stage(4, "exporting")
+    stage(4, "exporting a mesh and a point cloud")
     export_step(outcome.out)
     typer.echo("")
     typer.echo(f"scene       {scene_dir}")

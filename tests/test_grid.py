@@ -159,3 +159,18 @@ class _TableView:
 
     def __init__(self, grid, table):
         self.density = table
+
+
+def test_total_variation_is_zero_for_a_constant_grid_and_pulls_neighbours_together():
+    grid = random_grid(16)
+    rows = torch.arange(0, len(grid.density), 5)
+    tv_density, tv_features = grid.total_variation(rows)
+    assert float(tv_density) > 0.5 and float(tv_features) > 0.5  # unit-variance noise: E[(a - b)^2] = 2
+    (tv_density + tv_features).backward()
+    with torch.no_grad():
+        grid.density -= 0.1 * grid.density.grad / grid.density.grad.abs().max()
+    assert float(grid.total_variation(rows)[0]) < float(tv_density)
+    with torch.no_grad():
+        grid.density.fill_(3.0)
+        grid.features.fill_(-1.0)
+    assert [float(t) for t in grid.total_variation(rows)] == [0.0, 0.0]

@@ -27,7 +27,7 @@ class OccupancyConfig:
     warmup_steps: int = 100  # every cell counts as occupied until then (an empty grid never trains)
     update_every: int = 16  # steps between occupancy updates
     decay: float = 0.95  # running max: score = max(decay * score, current opacity)
-    threshold: float = 1e-3  # a cell stays occupied while its max opacity over one step exceeds this
+    threshold: float = 1e-2  # a cell stays occupied while its max opacity over one step exceeds this
 
 
 @dataclass
@@ -39,7 +39,10 @@ class OptimConfig:
     min_rays: int = 1024
     max_rays: int = 8192
     entropy_weight: float = 0.01  # binary-entropy penalty on ray opacity: no haze in front of the background (DVGO)
-    sparsity_weight: float = 0.0  # L1 penalty on sample opacity (pushes empty space to zero density)
+    sparsity_weight: float = 2e-3  # L1 penalty on sample opacity (pushes empty space to zero density)
+    tv_density: float = 0.0  # total variation on the raw density of random occupied vertices (smooths floaters)
+    tv_features: float = 0.0  # total variation on their features
+    tv_vertices: int = 16384  # occupied vertices drawn per step for total variation
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -62,7 +63,9 @@ class RadianceField(nn.Module):
         self.shift = math.log(math.expm1(-math.log1p(-cfg.alpha_init) / (cell * cfg.density_scale)))
         gen = torch.Generator().manual_seed(seed)
         self.grid = grid or SparseVoxelGrid.dense(cfg.resolution, cfg.feature_dim, 0.0, cfg.feature_std, gen)
-        self.decoder = ColorDecoder(cfg.feature_dim, cfg.hidden, cfg.layers, cfg.sh_degree)
+        with torch.random.fork_rng(devices=[]):  # the seed, not the global random state, decides the init
+            torch.manual_seed(seed)
+            self.decoder = ColorDecoder(cfg.feature_dim, cfg.hidden, cfg.layers, cfg.sh_degree)
 
     def activate(self, raw: torch.Tensor) -> torch.Tensor:
         """Raw grid density -> sigma >= 0 (per unit-box length)."""
@@ -80,6 +83,14 @@ class RadianceField(nn.Module):
         """sigma (N,) from a grid stencil (rows, weights), each (N, 8)."""
         return self.activate(self.grid.density_at(rows, weights))
 
-    def color_at(self, rows: torch.Tensor, weights: torch.Tensor, dirs: torch.Tensor) -> torch.Tensor:
-        """rgb (N, 3) from a grid stencil (rows, weights), each (N, 8), and unit directions (N, 3)."""
-        return self.decoder(self.grid.features_at(rows, weights), dirs)
+    def color_at(self, rows: torch.Tensor, weights: torch.Tensor, dirs: torch.Tensor,
+                 amp_dtype: torch.dtype | None = None) -> torch.Tensor:
+        """rgb (N, 3) from a grid stencil (rows, weights), each (N, 8), and unit directions (N, 3).
+
+        Only the MLP runs under autocast (`amp_dtype`): the feature gather stays FP32, so the feature table is
+        never cast (a (V, C) copy per call) and features keep full precision.
+        """
+        features = self.grid.features_at(rows, weights)
+        autocast = torch.autocast(features.device.type, dtype=amp_dtype) if amp_dtype else nullcontext()
+        with autocast:
+            return self.decoder(features, dirs)

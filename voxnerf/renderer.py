@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 from torch.utils.checkpoint import checkpoint
@@ -82,12 +82,11 @@ def render_rays(
     weights, transmittance = render_weights(sigmas, samples.delta, ray_idx)
     colored = weights.detach() > cfg.color_weight_min
     color_args = (rows[colored], w[colored], dirs[ray_idx[colored]])
-    autocast = torch.autocast(origins.device.type, dtype=amp_dtype) if amp_dtype else nullcontext()
-    with autocast:
-        if cfg.checkpoint_chunk:
-            rgb_s = _chunked(field.color_at, cfg.checkpoint_chunk, *color_args)
-        else:
-            rgb_s = field.color_at(*color_args)
+    color = partial(field.color_at, amp_dtype=amp_dtype)
+    if cfg.checkpoint_chunk:
+        rgb_s = _chunked(color, cfg.checkpoint_chunk, *color_args)
+    else:
+        rgb_s = color(*color_args)
     opacity = accumulate(weights, ray_idx, n)
     rgb = accumulate(weights[colored], ray_idx[colored], n, rgb_s)
     depth = accumulate(weights, ray_idx, n, samples.t.unsqueeze(-1)).squeeze(-1)

@@ -218,6 +218,29 @@ class SparseVoxelGrid(nn.Module):
         """Features (N, C) interpolated with a stencil from `stencil`."""
         return weighted_row_sum(self.features, rows, weights)
 
+    def total_variation(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Squared differences between the given vertices and their +x, +y, +z neighbours (where allocated).
+
+        Args:
+            rows: (N,) int64 table rows.
+        Returns:
+            mean squared difference of raw density () and of features (), over the existing neighbour pairs.
+        """
+        local = rows % BRICK_VOLUME
+        offsets = torch.stack([local // (BRICK * BRICK), (local // BRICK) % BRICK, local % BRICK], -1)
+        v = self.brick_coords[rows // BRICK_VOLUME] * BRICK + offsets
+        n = v.unsqueeze(1) + torch.eye(3, dtype=torch.long, device=v.device)  # (N, 3, 3) neighbours
+        nb = self.layout.vertex_slots(n.clamp_max(self.resolution))
+        valid = (nb >= 0) & (n <= self.resolution).all(-1)
+        nb = nb[valid]
+        here = rows.unsqueeze(1).expand_as(valid)[valid]
+        if len(nb) == 0:
+            zero = self.density.sum() * 0
+            return zero, zero
+        d_density = (self.density[here] - self.density[nb]).pow(2).mean()
+        d_features = (self.features[here] - self.features[nb]).pow(2).mean()
+        return d_density, d_features
+
     # ---- per-cell statistics --------------------------------------------------------------------------------
     def cell_max_density(self) -> torch.Tensor:
         """(V,) the largest raw density inside each row's cell (-inf for rows naming no cell).

@@ -174,11 +174,18 @@ class Trainer:
         }
 
     def _regularization(self, result) -> torch.Tensor:
-        """Opacity entropy (rays either hit something or see the background) and sample sparsity."""
+        """Opacity entropy (rays either hit something or see the background), sample sparsity, and total
+        variation of the grid on random occupied vertices."""
         o = self.cfg.optim
         a = result.opacity.clamp(1e-5, 1 - 1e-5)
         entropy = -(a * torch.log(a) + (1 - a) * torch.log(1 - a)).mean()
-        return o.entropy_weight * entropy + o.sparsity_weight * result.sample_alpha_sum / max(len(a), 1)
+        loss = o.entropy_weight * entropy + o.sparsity_weight * result.sample_alpha_sum / max(len(a), 1)
+        if o.tv_density or o.tv_features:
+            occupied = torch.nonzero(self.field.grid.occupied).squeeze(-1)
+            pick = torch.randint(0, len(occupied), (o.tv_vertices,), generator=self.generator)
+            tv_density, tv_features = self.field.grid.total_variation(occupied[pick.to(occupied.device)])
+            loss = loss + o.tv_density * tv_density + o.tv_features * tv_features
+        return loss
 
     # ---- loop -----------------------------------------------------------------------------------------------
     def train(self) -> dict:
