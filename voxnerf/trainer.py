@@ -12,7 +12,7 @@ import torch
 from tqdm import tqdm
 
 from voxnerf.checkpoint import CHECKPOINT, load_checkpoint, save_atomic
-from voxnerf.config import TrainConfig, config_to_dict, load_config
+from voxnerf.config import TrainConfig, config_to_dict
 from voxnerf.distributed import World
 from voxnerf.errors import VoxnerfError
 from voxnerf.evaluate import render_view, score_views, target_image
@@ -306,5 +306,3 @@ def _to_yaml(data: dict) -> str:
 
     return yaml.safe_dump(data, sort_keys=False)
 
-
-__all__ = ["Trainer", "evaluate_field", "load_config", "resolve_device", "amp_dtype_for"]
