@@ -7,14 +7,19 @@
     points, normals = scene.sample_surface(10000, seed=0)
     voxnerf_scenes.render_rays(scene.field, origins, dirs, near, far)  # reference volume renderer
     voxnerf_scenes.make_scene("sphere", "out/sphere")                  # a Blender-format folder
+    voxnerf_scenes.make_capture("unbounded", "out/u", "colmap")        # a toy real capture, opaque images
+    scene, depths = voxnerf_scenes.capture_scene("forward", n_views=8, width=32)   # the same, in memory
 """
 
+from voxnerf_scenes.captures import CAPTURES, Capture, get_capture
 from voxnerf_scenes.catalog import SCENES, get
 from voxnerf_scenes.make import CAMERA_ANGLE_X, CAMERA_DISTANCE, SAMPLES_PER_RAY, make_scene, orbit_cameras, render_view
+from voxnerf_scenes.make_capture import capture_scene, make_capture
 from voxnerf_scenes.reference import Rendered, composite_weights, render_rays
 from voxnerf_scenes.toy import DENSITY_EPS, DENSITY_SCALE, SCENE_RADIUS, ToyScene
 
 __all__ = [
+    "CAPTURES",
     "CAMERA_ANGLE_X",
     "CAMERA_DISTANCE",
     "DENSITY_EPS",
@@ -22,10 +27,14 @@ __all__ = [
     "SAMPLES_PER_RAY",
     "SCENES",
     "SCENE_RADIUS",
+    "Capture",
     "Rendered",
     "ToyScene",
+    "capture_scene",
     "composite_weights",
     "get",
+    "get_capture",
+    "make_capture",
     "make_scene",
     "orbit_cameras",
     "render_rays",

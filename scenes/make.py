@@ -40,11 +40,12 @@ SAMPLES_PER_RAY = 512  # over 2 * SCENE_RADIUS: 0.0033 units apart, 1.5 per dens
 CHUNK_RAYS = 4096
 BACKGROUND_OPACITY = 0.5
 WORLD_UP = np.array([0.0, 0.0, 1.0])
+ORIGIN = np.zeros(3)
 
 
-def look_at_origin(position: np.ndarray) -> np.ndarray:
-    """(3, 4) OpenCV camera-to-world of a camera at `position` (3,) looking at the origin, +z up in the image."""
-    forward = -position / np.linalg.norm(position)
+def look_at(position: np.ndarray, target: np.ndarray = ORIGIN) -> np.ndarray:
+    """(3, 4) OpenCV camera-to-world of a camera at `position` (3,) looking at `target` (3,), +z up in the image."""
+    forward = (target - position) / np.linalg.norm(target - position)
     up = WORLD_UP if np.linalg.norm(np.cross(forward, WORLD_UP)) > 1e-6 else np.array([0.0, 1.0, 0.0])
     right = np.cross(forward, up)
     right /= np.linalg.norm(right)
@@ -56,10 +57,30 @@ def orbit_cameras(n: int, size: int, seed: int) -> Cameras:
     """n square pinhole cameras of `size` pixels, at CAMERA_DISTANCE in random directions, looking at the origin."""
     directions = np.random.default_rng(seed).normal(size=(n, 3))
     directions /= np.linalg.norm(directions, axis=-1, keepdims=True)
-    c2w = np.stack([look_at_origin(CAMERA_DISTANCE * d) for d in directions])
+    c2w = np.stack([look_at(CAMERA_DISTANCE * d) for d in directions])
     focal = focal_from_fov(CAMERA_ANGLE_X, size)
     intrinsics = np.tile([focal, focal, size / 2, size / 2], (n, 1))
     return Cameras(c2w, intrinsics, np.full((n, 2), size), np.zeros((n, 4)))
+
+
+def render_object(scene: ToyScene, cameras: Cameras, index: int, n_samples: int) -> tuple[torch.Tensor, ...]:
+    """Render one camera's rays through `scene` alone (nothing behind it), by dense sampling over the distances
+    (camera distance to the origin -/+ SCENE_RADIUS) where a ray may meet it. Rays that pass farther than
+    SCENE_RADIUS from the origin meet nothing and are not sampled.
+
+    Returns:
+        premultiplied rgb (H*W, 3), opacity (H*W,) and sum_i w_i t_i (H*W,), float32, pixels in row-major order.
+    """
+    distance = float(np.linalg.norm(cameras.centers[index]))
+    near, far = distance - SCENE_RADIUS, distance + SCENE_RADIUS
+    origins, dirs = image_rays(cameras, index)
+    along = (origins * dirs).sum(-1)
+    meets = (origins * origins).sum(-1) - along**2 <= SCENE_RADIUS**2
+    rgb, opacity, depth = torch.zeros(len(origins), 3), torch.zeros(len(origins)), torch.zeros(len(origins))
+    for rays in meets.nonzero()[:, 0].split(CHUNK_RAYS):
+        out = render_rays(scene.field, origins[rays], dirs[rays], near, far, n_samples)
+        rgb[rays], opacity[rays], depth[rays] = out.rgb, out.opacity, out.depth
+    return rgb, opacity, depth
 
 
 def render_view(scene: ToyScene, cameras: Cameras, index: int, n_samples: int) -> tuple[np.ndarray, np.ndarray]:
@@ -70,16 +91,7 @@ def render_view(scene: ToyScene, cameras: Cameras, index: int, n_samples: int) -
         described in the module docstring.
     """
     width, height = (int(s) for s in cameras.sizes[index])
-    distance = float(np.linalg.norm(cameras.centers[index]))
-    near, far = distance - SCENE_RADIUS, distance + SCENE_RADIUS
-    origins, dirs = image_rays(cameras, index)
-    chunks = [
-        render_rays(scene.field, o, d, near, far, n_samples)
-        for o, d in zip(origins.split(CHUNK_RAYS), dirs.split(CHUNK_RAYS))
-    ]
-    premultiplied = torch.cat([c.rgb for c in chunks])
-    opacity = torch.cat([c.opacity for c in chunks])
-    depth_sum = torch.cat([c.depth for c in chunks])
+    premultiplied, opacity, depth_sum = render_object(scene, cameras, index, n_samples)
     straight = torch.where(opacity[:, None] > 0, premultiplied / opacity.clamp(min=1e-12)[:, None], 0.0).clamp(0, 1)
     depth = torch.where(opacity >= BACKGROUND_OPACITY, depth_sum / opacity.clamp(min=1e-12), torch.inf)
     rgba = torch.cat([straight, opacity[:, None].clamp(0, 1)], -1)

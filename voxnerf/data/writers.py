@@ -82,10 +82,11 @@ def write_nerfstudio(scene: Scene, out: Path, split_lists: bool = False, aabb_sc
 
 
 def write_llff(scene: Scene, out: Path, downscales: tuple[int, ...] = ()) -> None:
-    """poses_bounds.npy (scene near / far for every view) and images/image_*.png."""
+    """poses_bounds.npy and images/image_*.png. Each view's near / far bounds are `scene.extras["view_bounds"]`
+    (N, 2) when present, else the scene's near / far."""
     cams = scene.cameras
     _require_centered_pinhole(cams, "llff")
-    bounds = np.tile([scene.near, scene.far], (len(cams), 1))
+    bounds = scene.extras.get("view_bounds", np.tile([scene.near, scene.far], (len(cams), 1)))
     np.save(out / llff.FILE, np.concatenate([llff.llff_from_cameras(cams).reshape(-1, 15), bounds], 1))
     _write_images(scene.images, out, "images", [f"image_{i:03d}.png" for i in range(len(cams))], downscales)
 
