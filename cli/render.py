@@ -34,7 +34,7 @@ def render_cameras(run: Run, cameras: Cameras, dev: torch.device, quiet: bool, w
     background = np.asarray(run.scene["background"] if run.scene["background"] is not None else np.zeros(3))
     amp = amp_dtype_for(run.config.precision, dev)
     for i in tqdm(range(len(cameras)), desc=what, disable=quiet, leave=False):
-        yield i, render_view(run.field, cameras, i, run.center, run.scale, background, run.config.render, dev, amp)
+        yield i, render_view(run.field, cameras, i, background, run.config.render, dev, amp)
 
 
 def write_view(folder: Path, name: str, view: View) -> list[Path]:

@@ -32,6 +32,7 @@ from voxnerf.export.box import crop_box, parse_bbox
 from voxnerf.export.mesh import march_blocks
 from voxnerf.export.view import cube_faces, voxel_mesh
 from voxnerf.field import RadianceField
+from voxnerf.normalize import space_for
 from voxnerf.run import Run, field_state, load_run, scene_record
 from voxnerf.trainer import Trainer
 from voxnerf_cli import main as cli_main
@@ -56,7 +57,7 @@ def analytic_run(scene_root: Path, toy: vs.ToyScene, out: Path, resolution: int 
     """
     scene = load_scene(scene_root, with_images=False)
     cfg = load_config(None, [{"field": {"resolution": resolution}, "levels": one_level(resolution)}])
-    field = RadianceField(cfg.field)
+    field = RadianceField(cfg.field, space=space_for(scene, "box"))
     grid = field.grid
     x_world = (grid.layout.slot_vertices().double() * grid.cell_size - 1) / scene.scale + torch.as_tensor(scene.center)
     sigma = toy.density(x_world) / scene.scale  # float64: raw stays linear in the SDF far outside, no clamp
@@ -67,7 +68,7 @@ def analytic_run(scene_root: Path, toy: vs.ToyScene, out: Path, resolution: int 
         grid.features[:, :3] = torch.logit(color)
         grid.prune(1 - torch.exp(-field.activate(grid.cell_max_density()) * grid.cell_size) > 1e-3)
     save_atomic({"version": 1, "config": config_to_dict(cfg), "field": field_state(field), "step": 0,
-                 "scene": scene_record(scene)}, out / CHECKPOINT)
+                 "scene": scene_record(scene, field.space)}, out / CHECKPOINT)
     return out
 
 

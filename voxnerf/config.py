@@ -11,6 +11,7 @@ import yaml
 from voxnerf.errors import VoxnerfError
 from voxnerf.field import FieldConfig
 from voxnerf.renderer import RenderConfig
+from voxnerf.space import KINDS
 
 
 @dataclass
@@ -53,6 +54,7 @@ class TrainConfig:
     optim: OptimConfig = dataclasses.field(default_factory=OptimConfig)
     levels: list[Level] = dataclasses.field(default_factory=lambda: [
         Level(0.1, 32, 0.25), Level(0.3, 64, 0.5), Level(0.6, 128, 1.0), Level(1.0, 256, 1.0)])
+    space: str = "box"  # box (bounded object) | contract (unbounded 360 scene) | ndc (forward-facing); voxnerf.space
     max_steps: int = 20000  # training stops at whichever of max_steps / max_time comes first
     max_time: float = 0.0  # seconds of training (evaluation excluded); 0 = no limit
     precision: str = "auto"  # auto (bf16 on CPU, fp16 on CUDA) | bf16 | fp16 | fp32
@@ -131,6 +133,8 @@ def load_config(path: str | Path | None = None, overrides: list[dict] | None = N
     where = str(path) if path else "config"
     cfg = _build(TrainConfig, data, where)
     check_levels(cfg.levels, where)
+    if cfg.space not in KINDS:
+        raise VoxnerfError(f"{where}: space '{cfg.space}': expected one of {', '.join(KINDS)}")
     if cfg.max_steps <= 0 and cfg.max_time <= 0:
         raise VoxnerfError(f"{where}: set max_steps or max_time (both are 0: training would never stop)")
     return cfg

@@ -25,13 +25,14 @@ class View:
 
 
 @torch.no_grad()
-def render_view(field: RadianceField, cameras: Cameras, index: int, center: np.ndarray, scale: float,
-                background: np.ndarray, cfg: RenderConfig, device: torch.device,
-                amp_dtype: torch.dtype | None = None, chunk: int = 16384) -> View:
-    """Render camera `index` in full, in chunks of rays, with deterministic (mid-step) samples."""
+def render_view(field: RadianceField, cameras: Cameras, index: int, background: np.ndarray, cfg: RenderConfig,
+                device: torch.device, amp_dtype: torch.dtype | None = None, chunk: int = 16384) -> View:
+    """Render world camera `index` in full (the field's space places it), in chunks of rays, with
+    deterministic (mid-step) samples."""
     width, height = (int(s) for s in cameras.sizes[index])
     origins, dirs = image_rays(cameras, index)
-    origins = (origins - torch.as_tensor(center, dtype=torch.float32)) * scale
+    scale = field.space.scale
+    origins = (origins - torch.as_tensor(field.space.center, dtype=torch.float32)) * scale
     bg = torch.as_tensor(background, dtype=torch.float32, device=device)
     parts = []
     for i in range(0, len(origins), chunk):

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from voxnerf.sh import sh_encode
+from voxnerf.space import Space
 from voxnerf.sparse_grid import SparseVoxelGrid
 
 
@@ -54,11 +55,15 @@ class RadianceField(nn.Module):
     hold a sharp surface. `shift` makes a zero raw density give `alpha_init` across one first-level cell.
     Raw density counts in units of `density_scale` (about one per fine voxel), so Adam's per-step moves of the
     order of the learning rate make a surface opaque in tens of steps, not thousands.
+    `space` says where the grid lies in the unit box (voxnerf.space); the grid stores the field in grid
+    coordinates, and `density` / `color` take unit-box points.
     """
 
-    def __init__(self, cfg: FieldConfig, grid: SparseVoxelGrid | None = None, seed: int = 0):
+    def __init__(self, cfg: FieldConfig, grid: SparseVoxelGrid | None = None, seed: int = 0,
+                 space: Space | None = None):
         super().__init__()
         self.cfg = cfg
+        self.space = space or Space()
         cell = 2.0 / cfg.resolution
         self.shift = math.log(math.expm1(-math.log1p(-cfg.alpha_init) / (cell * cfg.density_scale)))
         gen = torch.Generator().manual_seed(seed)
@@ -68,16 +73,16 @@ class RadianceField(nn.Module):
             self.decoder = ColorDecoder(cfg.feature_dim, cfg.hidden, cfg.layers, cfg.sh_degree)
 
     def activate(self, raw: torch.Tensor) -> torch.Tensor:
-        """Raw grid density -> sigma >= 0 (per unit-box length)."""
+        """Raw grid density -> sigma >= 0 (per unit of the ray's length: unit-box, or NDC in an NDC space)."""
         return F.softplus(raw + self.shift) * self.cfg.density_scale
 
     def density(self, x: torch.Tensor) -> torch.Tensor:
         """(N, 3) unit-box points -> (N,) sigma, float32."""
-        return self.activate(self.grid.density_at(*self.grid.stencil(x)))
+        return self.activate(self.grid.density_at(*self.grid.stencil(self.space.to_grid(x))))
 
     def color(self, x: torch.Tensor, dirs: torch.Tensor) -> torch.Tensor:
         """(N, 3) unit-box points and unit directions -> (N, 3) rgb."""
-        return self.color_at(*self.grid.stencil(x), dirs)
+        return self.color_at(*self.grid.stencil(self.space.to_grid(x)), dirs)
 
     def density_at(self, rows: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """sigma (N,) from a grid stencil (rows, weights), each (N, 8)."""

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from voxnerf.cameras import Cameras
 from voxnerf.rays import pixel_rays
 from voxnerf.scene import Scene
+from voxnerf.space import Space
 
 
 def premultiplied(images: list[np.ndarray]) -> torch.Tensor:
@@ -30,15 +31,16 @@ class RaySampler:
         scene: the scene (images loaded); all images of the split must share one size.
         indices: (K,) image indices to draw from.
         device: where rays are produced.
+        space: the field's space (its center and scale take world rays into the unit box).
     """
 
-    def __init__(self, scene: Scene, indices: np.ndarray, device: torch.device):
+    def __init__(self, scene: Scene, indices: np.ndarray, device: torch.device, space: Space):
         self.device = device
         self.cameras = scene.cameras.subset(indices)
-        self.full = premultiplied([scene.images[i] for i in indices])
-        self.has_alpha = scene.background is not None
-        self.center = torch.as_tensor(scene.center, dtype=torch.float32, device=device)
-        self.scale = float(scene.scale)
+        self.full = premultiplied([scene.rgba(i) for i in indices])
+        self.has_alpha = scene.has_alpha
+        self.center = torch.as_tensor(space.center, dtype=torch.float32, device=device)
+        self.scale = space.scale
         self._levels: dict[float, tuple[torch.Tensor, dict[str, torch.Tensor]]] = {}
 
     def level(self, scale: float) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -82,9 +84,3 @@ class RaySampler:
         return {"origins": (origins - self.center) * self.scale, "dirs": dirs, "target": target,
                 "background": background}
 
-
-def camera_to_unit(cameras: Cameras, center: np.ndarray, scale: float) -> Cameras:
-    """The same cameras with centers moved into the unit box (rotation and intrinsics unchanged)."""
-    c2w = cameras.c2w.copy()
-    c2w[:, :, 3] = (c2w[:, :, 3] - center) * scale
-    return Cameras(c2w, cameras.intrinsics, cameras.sizes, cameras.distortion)

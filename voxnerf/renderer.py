@@ -29,7 +29,7 @@ class RenderResult:
 
     rgb: torch.Tensor  # (R, 3) composited on the background
     opacity: torch.Tensor  # (R,) accumulated weight
-    depth: torch.Tensor  # (R,) expected distance (unit-box units), weighted by opacity
+    depth: torch.Tensor  # (R,) sum of weight * distance along the ray (unit-box units): divide by opacity
     sample_alpha_sum: torch.Tensor  # () sum of the samples' opacities (for sparsity regularization)
     num_samples: int  # samples whose density was evaluated with gradients
     num_color_samples: int  # samples whose color was evaluated
@@ -54,7 +54,7 @@ def render_rays(
     jitter: torch.Generator | None = None,
     amp_dtype: torch.dtype | None = None,
 ) -> RenderResult:
-    """Render rays in the unit box.
+    """Render rays given in unit-box coordinates (the field's space maps them to its grid).
 
     Args:
         field: the radiance field.
@@ -67,13 +67,17 @@ def render_rays(
         RenderResult with FP32 outputs (compositing is always FP32).
     """
     n = len(origins)
-    step = cfg.step_ratio * field.grid.cell_size
+    space = field.space
+    step = cfg.step_ratio * field.grid.cell_size / space.inner_scale
     if jitter is None:
         offsets = torch.full((n,), 0.5, device=origins.device)
     else:
         offsets = torch.rand(n, generator=jitter, device=jitter.device).to(origins.device)
-    samples = march(field.grid, field.activate, origins, dirs, step, offsets, cfg.alpha_min,
-                    cfg.transmittance_min, cfg.march_chunk)
+    march_origins, march_dirs = origins, dirs
+    if space.kind == "ndc":
+        march_origins, march_dirs, ndc_constants = space.ndc_rays(origins, dirs)
+    samples = march(field.grid, field.activate, march_origins, march_dirs, step, offsets, cfg.alpha_min,
+                    cfg.transmittance_min, cfg.march_chunk, space.far if space.kind == "contract" else None)
     ray_idx, rows, w = samples.ray_idx, samples.rows, samples.weights
     if cfg.checkpoint_chunk:
         sigmas = _chunked(field.density_at, cfg.checkpoint_chunk, rows, w)
@@ -89,7 +93,11 @@ def render_rays(
         rgb_s = color(*color_args)
     opacity = accumulate(weights, ray_idx, n)
     rgb = accumulate(weights[colored], ray_idx[colored], n, rgb_s)
-    depth = accumulate(weights, ray_idx, n, samples.t.unsqueeze(-1)).squeeze(-1)
+    distance = samples.t
+    if space.kind == "ndc":
+        z_ndc = march_origins[ray_idx, 2] + samples.t * march_dirs[ray_idx, 2]
+        distance = space.ndc_distance(z_ndc, ndc_constants[ray_idx], space.far)
+    depth = accumulate(weights, ray_idx, n, distance.unsqueeze(-1)).squeeze(-1)
     rgb = rgb + (1 - opacity).unsqueeze(-1) * background
     alpha_sum = (weights / transmittance.clamp_min(1e-10)).sum()
     return RenderResult(rgb, opacity, depth, alpha_sum, len(ray_idx), int(colored.sum()), samples.candidates)

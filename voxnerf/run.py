@@ -13,28 +13,29 @@ from voxnerf.config import TrainConfig, load_config
 from voxnerf.errors import VoxnerfError
 from voxnerf.field import FieldConfig, RadianceField
 from voxnerf.scene import Scene
+from voxnerf.space import Space
 from voxnerf.sparse_grid import SparseVoxelGrid
 
 
 def field_state(field: RadianceField) -> dict:
-    """What a checkpoint stores of a field: the grid (with its resolution) and the decoder."""
+    """What a checkpoint stores of a field: the grid (with its resolution), the decoder and the space."""
     return {"resolution": field.grid.resolution, "grid": field.grid.state_dict(),
-            "decoder": field.decoder.state_dict()}
+            "decoder": field.decoder.state_dict(), "space": field.space.to_dict()}
 
 
 def field_from_state(state: dict, cfg: FieldConfig) -> RadianceField:
     """Rebuild a field saved by `field_state` (on the CPU)."""
     grid = SparseVoxelGrid.from_state_dict({k: v.cpu() for k, v in state["grid"].items()}, state["resolution"])
-    field = RadianceField(cfg, grid=grid)
+    field = RadianceField(cfg, grid=grid, space=Space.from_dict(state.get("space")))
     field.decoder.load_state_dict(state["decoder"])
     return field
 
 
-def scene_record(scene: Scene) -> dict:
+def scene_record(scene: Scene, space: Space) -> dict:
     """The scene facts a run needs without the images: where it came from and its world<->unit-box mapping."""
-    return {"root": str(scene.root), "format": scene.format, "center": scene.center.tolist(), "scale": scene.scale,
-            "bbox": scene.bbox.tolist(), "near": scene.near, "far": scene.far,
-            "background": None if scene.background is None else scene.background.tolist()}
+    return {"root": str(scene.root), "format": scene.format, "center": list(space.center), "scale": space.scale,
+            "space": space.kind, "bbox": scene.bbox.tolist(), "near": scene.near, "far": scene.far,
+            "background": None if not scene.has_alpha else scene.render_background.tolist()}
 
 
 @dataclass
@@ -57,19 +58,19 @@ class Run:
 
     @property
     def center(self) -> np.ndarray:
-        return np.asarray(self.scene["center"])
+        return np.asarray(self.field.space.center)
 
     @property
     def scale(self) -> float:
-        return float(self.scene["scale"])
+        return self.field.space.scale
 
     def to_world(self, x: np.ndarray) -> np.ndarray:
         """Unit-box points (..., 3) -> world coordinates."""
-        return np.asarray(x) / self.scale + self.center
+        return self.field.space.unit_to_world(x)
 
     def to_unit(self, x: np.ndarray) -> np.ndarray:
         """World points (..., 3) -> unit-box coordinates."""
-        return (np.asarray(x) - self.center) * self.scale
+        return self.field.space.world_to_unit(x)
 
 
 def config_from_dict(data: dict) -> TrainConfig:

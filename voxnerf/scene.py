@@ -58,6 +58,29 @@ class Scene:
         """Map world points (..., 3) into the grid's unit box [-1, 1]^3."""
         return (np.asarray(x) - self.center) * self.scale
 
+    @property
+    def has_alpha(self) -> bool:
+        """Whether pixels can be transparent (images with alpha, or foreground masks): training then composites
+        on random backgrounds so that empty space is learned as empty."""
+        return self.background is not None or self.masks is not None
+
+    @property
+    def render_background(self) -> np.ndarray:
+        """(3,) color that transparent pixels are scored on: the scene's background, white for masked scenes."""
+        if self.background is not None:
+            return self.background
+        return np.ones(3) if self.masks is not None else np.zeros(3)
+
+    def rgba(self, index: int) -> np.ndarray:
+        """Image `index` as uint8 (H, W, 3|4); a foreground mask, when there is one, becomes its alpha channel."""
+        image = self.images[index]
+        if self.masks is None:
+            return image
+        alpha = self.masks[index].astype(np.uint8) * 255
+        if image.shape[-1] == 4:
+            alpha = np.minimum(alpha, image[..., 3])
+        return np.concatenate([image[..., :3], alpha[..., None]], -1)
+
     def split_indices(self, split: str) -> np.ndarray:
         """(K,) image indices of `split`; falls back to "test" for a missing "val" and vice versa."""
         if split in self.splits and len(self.splits[split]):

@@ -37,9 +37,14 @@ class TopologyStrategy:
 
     @torch.no_grad()
     def update_occupancy(self, field: RadianceField) -> None:
-        """score = max(decay * score, max opacity of one step in the cell); occupied = score > threshold."""
+        """score = max(decay * score, max opacity of one step in the cell); occupied = score > threshold.
+
+        A step is `step_ratio` cells of the grid, as long as the space makes it where the cell lies (longer in
+        a contracted shell, where one sample stands for a long stretch of the ray).
+        """
         grid = field.grid
-        step = self.step_ratio * grid.cell_size
+        centers = (grid.layout.slot_vertices().float() + 0.5) * grid.cell_size - 1
+        step = self.step_ratio * grid.cell_size * field.space.world_step_scale(centers)
         alpha = self.reduce_max(-torch.expm1(-field.activate(grid.cell_max_density()) * step))
         grid.score = torch.maximum(grid.score * self.occupancy.decay, alpha)
         grid.set_occupied(grid.score > self.occupancy.threshold)

@@ -18,6 +18,7 @@ from voxnerf.errors import VoxnerfError
 from voxnerf.evaluate import render_view, score_views, target_image
 from voxnerf.field import RadianceField
 from voxnerf.metrics import mse_to_psnr
+from voxnerf.normalize import space_for
 from voxnerf.ray_sampler import RaySampler
 from voxnerf.renderer import RenderConfig, render_rays
 from voxnerf.run import field_from_state, field_state, scene_record
@@ -70,18 +71,18 @@ class Trainer:
             torch.set_num_threads(cfg.threads)
         self.amp_dtype = amp_dtype_for(cfg.precision, device)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp_dtype == torch.float16 and device.type == "cuda")
-        self.sampler = RaySampler(scene, scene.split_indices("train"), device)
         self.strategy = TopologyStrategy(cfg.occupancy, cfg.levels, cfg.render.step_ratio, self.world.max_)
         self.generator = self.world.generator(cfg.seed)
         self.step, self.elapsed, self.n_rays = 0, 0.0, cfg.optim.min_rays
         self.eval_at = sorted(eval_at)
         self.snapshots: list[dict] = []
-        self.field = RadianceField(cfg.field, seed=cfg.seed).to(device)
+        self.field = RadianceField(cfg.field, seed=cfg.seed, space=space_for(scene, cfg.space)).to(device)
         if init is not None:
             self.field = field_from_state(load_checkpoint(init, device)["field"], cfg.field).to(device)
         self.optimizer = self._make_optimizer()
         if resume:
             self._restore(load_checkpoint(self.out / CHECKPOINT, device))
+        self.sampler = RaySampler(scene, scene.split_indices("train"), device, self.field.space)
 
     # ---- setup ----------------------------------------------------------------------------------------------
     def _make_optimizer(self) -> torch.optim.Optimizer:
@@ -114,7 +115,7 @@ class Trainer:
             "elapsed": self.elapsed,
             "n_rays": self.n_rays,
             "rng": self.generator.get_state(),
-            "scene": scene_record(self.scene),
+            "scene": scene_record(self.scene, self.field.space),
             "snapshots": self.snapshots,
         }, self.out / CHECKPOINT)
 
@@ -249,13 +250,12 @@ def evaluate_field(field: RadianceField, scene: Scene, render_cfg: RenderConfig,
                    out: Path | None = None) -> dict:
     """Per-view and mean PSNR/SSIM(/LPIPS) of a field on a split; written to out/eval.json when `out` is given."""
     indices = scene.split_indices(split)[::every]
-    background = scene.background if scene.background is not None else np.zeros(3)
+    background = scene.render_background
     preds, targets = [], []
     for i in indices:
-        view = render_view(field, scene.cameras, int(i), scene.center, scene.scale, background, render_cfg,
-                           device, amp_dtype)
+        view = render_view(field, scene.cameras, int(i), background, render_cfg, device, amp_dtype)
         preds.append(view.rgb)
-        targets.append(target_image(scene.images[i], background))
+        targets.append(target_image(scene.rgba(i), background))
     rows = score_views(preds, targets, with_lpips)
     for i, row in zip(indices, rows):
         row["view"] = scene.image_paths[i].name

@@ -68,7 +68,7 @@ def rendered_views(run: Run, cameras: Cameras, progress: bool = False) -> Iterat
     background = background_of(run)
     device = run.field.grid.density.device
     for i in tqdm(range(len(cameras)), desc="rendering views", unit="view", disable=not progress, leave=False):
-        view = render_view(run.field, cameras, i, run.center, run.scale, background, run.config.render, device)
+        view = render_view(run.field, cameras, i, background, run.config.render, device)
         origins, dirs = (t.numpy().astype(np.float64) for t in image_rays(cameras, i))
         surface = (view.opacity.reshape(-1) > SURFACE_OPACITY) & (view.depth.reshape(-1) > 0)
         yield SurfaceView(i, view, origins, dirs, surface)

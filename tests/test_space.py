@@ -1,0 +1,134 @@
+"""Spaces (box, contracted, NDC): the maps are inverse pairs, NDC rays follow the points they pass, and marching
+through a contracted grid integrates the same field as a dense march in the world."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from voxnerf.cameras import Cameras
+from voxnerf.field import FieldConfig, RadianceField
+from voxnerf.march import march
+from voxnerf.normalize import contract_space, ndc_space
+from voxnerf.renderer import RenderConfig, render_rays
+from voxnerf.space import Space, contract, uncontract
+from voxnerf.sparse_grid import SparseVoxelGrid
+
+SHELL = (3.0, float("inf"))  # unit-box radii of the test fields' background (a sharp outer edge would need
+SHELL_SIGMA = 0.01  # a fine grid out there); its density: a ray through it to distance 100 keeps ~38% of its light
+
+
+def forward_cameras(n: int = 6) -> Cameras:
+    """n cameras on a small sideways grid, all looking along +z (a forward-facing capture), 40 x 30 pixels."""
+    c2w = np.tile(np.eye(4)[:3], (n, 1, 1))
+    c2w[:, 0, 3] = np.linspace(-0.3, 0.3, n)
+    c2w[:, 1, 3] = np.tile([-0.1, 0.1], n // 2)
+    return Cameras(c2w, np.tile([50.0, 50.0, 20.0, 15.0], (n, 1)), np.tile([40, 30], (n, 1)), np.zeros((n, 4)))
+
+
+def test_contraction_is_identity_inside_and_inverts_outside():
+    x = torch.randn(1000, 3, dtype=torch.float64) * 5
+    c = contract(x)
+    assert c.abs().amax() < 2
+    inside = x.abs().amax(-1) <= 1
+    torch.testing.assert_close(c[inside], x[inside])
+    torch.testing.assert_close(uncontract(c), x, rtol=1e-9, atol=1e-9)
+
+
+def test_ndc_maps_invert_and_rays_pass_through_the_points_they_should():
+    space = ndc_space(forward_cameras(), near=2.0)
+    p = torch.tensor([[0.3, -0.2, 1.5], [-1.0, 0.5, 4.0], [0.0, 0.0, 40.0]], dtype=torch.float64)
+    g = space.to_grid(p)
+    torch.testing.assert_close(space.to_unit(g), p, rtol=1e-9, atol=1e-9)
+    origins = torch.tensor([[0.1, 0.05, 0.0], [-0.1, 0.0, -0.2], [0.0, 0.0, 0.0]], dtype=torch.float64)
+    dirs = torch.nn.functional.normalize(p - origins, dim=-1)
+    start, ndc_dirs, constants = space.ndc_rays(origins, dirs)
+    along = ((g - start) * ndc_dirs).sum(-1, keepdim=True)
+    torch.testing.assert_close(start + along * ndc_dirs, g, rtol=1e-9, atol=1e-9)  # g lies on the NDC ray
+    distance = Space.ndc_distance(g[:, 2], constants, far=1e6)
+    torch.testing.assert_close(distance, (p - origins).norm(dim=-1), rtol=1e-7, atol=1e-7)
+
+
+def test_ndc_window_holds_every_training_pixel_ray():
+    cams = forward_cameras()
+    space = ndc_space(cams, near=2.0)
+    fx, fy, cx, cy = cams.intrinsics.T
+    for i in range(len(cams)):
+        corners = np.array([[-cx[i] / fx[i], -cy[i] / fy[i], 1], [(40 - cx[i]) / fx[i], (30 - cy[i]) / fy[i], 1]])
+        dirs = torch.nn.functional.normalize(torch.as_tensor(corners @ cams.c2w[i, :, :3].T), dim=-1)
+        origins = torch.as_tensor(space.world_to_unit(cams.centers[i]))[None].expand(2, 3)
+        start, d, _ = space.ndc_rays(origins, dirs)
+        end = start + d * (2 / d[:, 2:3])
+        assert torch.cat([start, end])[:, :2].abs().max() <= 1 + 1e-9
+
+
+def test_contract_space_holds_every_camera_and_centers_on_their_focus():
+    angles = np.linspace(0, 2 * np.pi, 12, endpoint=False)
+    target = np.array([1.0, 2.0, 0.5])
+    positions = target + 3 * np.stack([np.cos(angles), np.sin(angles), 0.3 * np.ones_like(angles)], -1)
+    c2w = []
+    for pos in positions:
+        fwd = (target - pos) / np.linalg.norm(target - pos)
+        right = np.cross(fwd, [0, 0, 1.0])
+        right /= np.linalg.norm(right)
+        c2w.append(np.stack([right, np.cross(fwd, right), fwd, pos], 1))
+    cams = Cameras(np.array(c2w), np.tile([50.0, 50, 20, 15], (12, 1)), np.tile([40, 30], (12, 1)), np.zeros((12, 4)))
+    space = contract_space(cams)
+    np.testing.assert_allclose(space.center, target, atol=1e-6)
+    unit = space.world_to_unit(cams.centers)
+    assert np.abs(unit).max() <= 1.0 and np.abs(unit).max() > 0.9
+
+
+def ball_field(space: Space, resolution: int = 64) -> RadianceField:
+    """A field whose density is 20 per unit-box length inside the ball of radius 0.5, SHELL_SIGMA between the
+    unit-box radii SHELL (a far shell), zero elsewhere, set at the vertices of a dense grid in `space`."""
+    field = RadianceField(FieldConfig(resolution=resolution, feature_dim=4), space=space)
+    grid = field.grid
+    g = grid.layout.slot_vertices().double() * grid.cell_size - 1
+    r = space.to_unit(g).norm(dim=-1)
+    sigma = torch.where(r < 0.5, 20.0, torch.where((r > SHELL[0]) & (r < SHELL[1]), SHELL_SIGMA, 1e-6)).float()
+    with torch.no_grad():
+        grid.density.copy_(torch.log(torch.expm1(sigma / field.cfg.density_scale)) - field.shift)
+    return field
+
+
+def test_contracted_march_integrates_the_background_like_a_dense_world_march():
+    space = Space("contract", far=100.0)
+    field = ball_field(space)
+    origins = torch.zeros(64, 3) + torch.tensor([0.0, 0.0, 0.9])
+    dirs = torch.nn.functional.normalize(torch.randn(64, 3, generator=torch.Generator().manual_seed(0)), dim=-1)
+    cfg = RenderConfig(alpha_min=0.0, transmittance_min=1e-6, color_weight_min=0.0)
+    result = render_rays(field, origins, dirs, torch.zeros(3), cfg)
+    # the opacity of each ray through the (analytic) ball and shell, densely in the world
+    t = torch.linspace(0, 100, 200001, dtype=torch.float64)[:-1] + 0.00025
+    x = origins[:, None].double() + t[None, :, None] * dirs[:, None].double()
+    r = x.norm(dim=-1)
+    sigma = torch.where(r < 0.5, 20.0, torch.where((r > SHELL[0]) & (r < SHELL[1]), SHELL_SIGMA, 0.0))
+    tau = (sigma * 0.0005).sum(-1)
+    expected = 1 - torch.exp(-tau)
+    assert expected.min() < 0.7 and expected.max() > 0.99  # some rays see only the shell, some the ball
+    assert (result.opacity.detach().double() - expected).abs().max() < 0.005
+
+
+def test_march_in_a_box_space_samples_evenly_through_the_box():
+    grid = SparseVoxelGrid.dense(32, 4, 0.0, 0.0, torch.Generator().manual_seed(0))
+    origins = torch.tensor([[0.0, 0.0, -3.0]]).expand(5, 3)
+    targets = torch.tensor([[0.0, 0.0, 0.0], [0.1, 0.0, 0.0], [0.0, -0.1, 0.0], [0.1, 0.1, 0.0], [-0.05, 0.1, 0.0]])
+    dirs = torch.nn.functional.normalize(targets - origins, dim=-1)
+    s = march(grid, lambda raw: torch.full_like(raw, 1e-3), origins, dirs, 0.03, torch.full((5,), 0.5), alpha_min=0)
+    assert torch.all(s.delta == 0.03)
+    length = 2 / dirs[:, 2]  # through the box from z = -1 to z = 1
+    counts = torch.bincount(s.ray_idx, minlength=5)
+    assert torch.all((counts - length / 0.03).abs() <= 1)
+
+
+@pytest.mark.parametrize("kind", ["contract", "ndc"])
+def test_field_density_takes_unit_box_points_in_every_space(kind):
+    space = Space("contract") if kind == "contract" else ndc_space(forward_cameras(), near=2.0)
+    field = ball_field(Space(kind, far=space.far, ndc_rotation=space.ndc_rotation,
+                             ndc_projection=space.ndc_projection), resolution=32)
+    assert float(field.density(torch.tensor([[0.0, 0.0, 6.0]]))) == pytest.approx(SHELL_SIGMA, rel=0.05)
+    assert float(field.density(torch.tensor([[0.0, 0.0, 2.5]]))) < 0.01
+    if kind == "contract":
+        assert float(field.density(torch.tensor([[0.0, 0.0, 0.1]]))) > 10  # in the ball (before NDC's near plane)
