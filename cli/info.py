@@ -97,7 +97,7 @@ def plot_top_view(scene: Scene, layout: str, path: Path) -> Path:
     ax.autoscale_view()
     ax.set_xlabel(f"world units along {axis_text(axes[0])}")
     ax.set_ylabel(f"world units along {axis_text(axes[1])}")
-    ax.set_title(f"{scene.root.name}: {scene.format}, {layout}; top view (cameras' mean up toward you)")
+    ax.set_title(f"{scene.root.name}\n{scene.format}, {layout}: top view, the cameras' mean up toward you", fontsize="medium")
     figure.legend(loc="outside lower center", fontsize="small")
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path)

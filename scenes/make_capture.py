@@ -26,6 +26,7 @@ smallest and largest ground-truth z-depth in that view.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -129,7 +130,7 @@ def capture_scene(name: str, n_views: int = 60, width: int = 128, seed: int = 0,
     images, depths, points, colors = [], [], [], []
     for i in tqdm(range(n_views), desc=f"{name}", unit="view", disable=not progress):
         rgb, depth, opacity = render_capture_view(capture, cameras, i, n_samples)
-        lifted, lifted_colors = lift_pixels(cameras, i, rgb, depth, opacity, -(-n_points // n_views), rng)
+        lifted, lifted_colors = lift_pixels(cameras, i, rgb, depth, opacity, math.ceil(n_points / n_views), rng)
         images.append(to_uint8(rgb))
         depths.append(depth)
         points.append(lifted)
@@ -157,6 +158,7 @@ def make_capture(name: str, out_dir: str | Path, fmt: str = "colmap", n_views: i
                  seed: int = 0, n_samples: int = SAMPLES_PER_RAY, n_points: int = 4000,
                  downscales: tuple[int, ...] = (), progress: bool = False) -> Path:
     """Render the toy capture `name` and write it as format `fmt` into `out_dir`, with depth and ground truth.
+    The folder is created if needed and files of the same names are replaced: give each format its own folder.
 
     Args:
         fmt: a format of `voxnerf.data.writers.WRITERS` ("nerfstudio", "llff", "colmap", "blender", "neus").
@@ -172,7 +174,9 @@ def make_capture(name: str, out_dir: str | Path, fmt: str = "colmap", n_views: i
         raise SceneError(root, "exists and is not a folder")
     scene, depths = capture_scene(name, n_views, width, seed, n_samples, n_points, progress)
     options = {"downscales": tuple(downscales)} if fmt in DOWNSCALING_FORMATS else {}
-    write_scene(scene, fmt, root, **options, **({"split_lists": True} if fmt == "nerfstudio" else {}))
+    if fmt == "nerfstudio":
+        options["split_lists"] = True
+    write_scene(scene, fmt, root, **options)
     (root / DEPTH_FOLDER).mkdir(exist_ok=True)
     for i, depth in enumerate(depths):
         np.save(root / DEPTH_FOLDER / f"view_{i:03d}.npy", depth.astype(np.float32))
