@@ -15,12 +15,12 @@ from voxnerf.config import TrainConfig, load_config, parse_override
 from voxnerf.data import load_scene
 from voxnerf.distributed import dump_rank_state, launch_local, world_from_env
 from voxnerf.errors import VoxnerfError
+from voxnerf.layout import detect_layout
 from voxnerf.scene import Scene
 from voxnerf.trainer import Trainer, resolve_device
 from voxnerf_cli.evaluate import mean_line, score, write_scores
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
-OBJECT_FORMATS = ("blender", "nerfstudio", "neus")  # bounded captures of one object: the blender preset fits
 INTERRUPTED = 130  # exit status after Ctrl-C, as a shell reports SIGINT
 
 
@@ -55,14 +55,24 @@ def preset_path(name_or_path: str | Path) -> Path:
 
 
 def default_config(scene: Scene, out: Path, resume: bool) -> Path:
-    """The run's own config.yaml when resuming; else the preset for the scene's format."""
+    """The run's own config.yaml when resuming; else the preset for the scene's layout (see `preset_for`)."""
     if resume and (out / "config.yaml").is_file():
         return out / "config.yaml"
-    if scene.format not in OBJECT_FORMATS:
-        typer.echo(f"note: {scene.format} scene trained with configs/blender.yaml for now; real-capture handling "
-                   f"(contraction, NDC) comes with issue 6 (or pass --config configs/llff.yaml / configs/360.yaml)",
-                   err=True)
-    return preset_path("blender")
+    name, why = preset_for(scene)
+    typer.echo(f"preset      configs/{name}.yaml ({why}; --config to choose another)")
+    return preset_path(name)
+
+
+def preset_for(scene: Scene) -> tuple[str, str]:
+    """The preset name for a scene and the reason, from its detected layout (voxnerf.layout)."""
+    layout = detect_layout(scene)
+    if layout == "forward":
+        return "llff", "forward-facing cameras"
+    if layout == "unbounded":
+        return "360", "cameras around an unbounded scene"
+    if scene.masks is not None and scene.background is None:
+        return "object-masked", "object capture with masks"
+    return "blender", "object capture with a transparent background"
 
 
 def parse_times(text: str | None) -> tuple[float, ...]:
@@ -184,8 +194,9 @@ def print_outcome(outcome: TrainOutcome) -> None:
 
 def train(
     scene: Path = typer.Argument(..., help="Scene folder (any supported format, see `voxnerf info`)."),
-    config: Path = typer.Option(None, help="YAML preset or its name (blender, fast-cpu, llff, 360). "
-                                           "Default: blender; the run's own config.yaml with --resume."),
+    config: Path = typer.Option(None, help="YAML preset or its name (blender, object-masked, llff, 360, "
+                                           "fast-cpu). Default: picked from the scene's layout (see `voxnerf "
+                                           "info`); the run's own config.yaml with --resume."),
     out: Path = typer.Option(None, help="Run folder. Default: runs/<scene folder name>."),
     max_steps: int = typer.Option(None, help="Stop after this many steps (overrides the config)."),
     max_time: float = typer.Option(None, help="Stop after this many seconds of training (overrides the config)."),

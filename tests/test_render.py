@@ -8,7 +8,7 @@ import torch
 import voxnerf_scenes as vs
 from voxnerf.march import march, ray_box
 from voxnerf.renderer import RenderConfig, render_rays
-from voxnerf.volrend import exclusive_segment_cumsum, render_weights
+from voxnerf.volrend import distortion, exclusive_segment_cumsum, render_weights
 
 from test_grid import sphere_field, strategy
 
@@ -88,3 +88,20 @@ def test_march_never_samples_an_empty_cell():
     x = origins[samples.ray_idx] + samples.t[:, None] * dirs[samples.ray_idx]
     assert bool(field.grid.is_occupied(x).all())
     assert bool((samples.ray_idx[1:] >= samples.ray_idx[:-1]).all()), "samples must be sorted by ray"
+
+
+def test_distortion_loss_matches_the_pairwise_sum_and_prefers_one_stretch():
+    gen = torch.Generator().manual_seed(3)
+    counts = [5, 1, 9]
+    ray_idx = torch.repeat_interleave(torch.arange(3), torch.tensor(counts))
+    s = torch.cat([torch.arange(n, dtype=torch.float64) * 0.1 + torch.rand(1, generator=gen).item() for n in counts])
+    w = torch.rand(len(s), generator=gen, dtype=torch.float64) * 0.3
+    brute = sum(
+        (w[ray_idx == r][:, None] * w[ray_idx == r][None] * (s[ray_idx == r][:, None] - s[ray_idx == r][None]).abs()).sum()
+        for r in range(3)) + (w * w).sum() * 0.1 / 3
+    torch.testing.assert_close(distortion(w, s, 0.1, ray_idx), brute)
+    one_ray = torch.zeros(10, dtype=torch.long)
+    steps = torch.arange(10, dtype=torch.float64) * 0.1
+    gathered = torch.zeros(10, dtype=torch.float64).index_fill(0, torch.tensor([4, 5]), 0.45)
+    spread = torch.full((10,), 0.09, dtype=torch.float64)  # the same opacity, smeared along the ray
+    assert distortion(gathered, steps, 0.1, one_ray) < 0.3 * distortion(spread, steps, 0.1, one_ray)

@@ -31,6 +31,8 @@ class Samples:
     Attributes:
         ray_idx: (M,) int64 ray of each sample.
         t: (M,) distance of each sample point from its ray's origin (units of the rays given to `march`).
+        u: (M,) its march parameter: t, or disparity-like beyond the unit box when contracted (samples are
+            evenly spaced in u, `step` apart).
         delta: (M,) length of the interval each sample stands for (same units).
         rows, weights: (M, 8) the grid stencil of each sample point (reused for density and color).
         candidates: number of fine sample positions the rays crossed inside the box (before any skipping).
@@ -38,6 +40,7 @@ class Samples:
 
     ray_idx: torch.Tensor
     t: torch.Tensor
+    u: torch.Tensor
     delta: torch.Tensor
     rows: torch.Tensor
     weights: torch.Tensor
@@ -113,7 +116,7 @@ def march(
     tau = torch.zeros(len(origins), device=device)
     active = torch.nonzero(u_far > u_near).squeeze(-1)
     fine = torch.arange(substeps, device=device)
-    kept_ray, kept_t, kept_delta, kept_rows, kept_w = [], [], [], [], []
+    kept_ray, kept_t, kept_u, kept_delta, kept_rows, kept_w = [], [], [], [], [], []
     candidates = int(((u_far - u_near).clamp_min(0) / step).ceil().sum().item())
     for start in range(0, n_coarse, chunk):
         if len(active) == 0:
@@ -141,6 +144,7 @@ def march(
         keep = (before < tau_max) & (-torch.expm1(-tau_step) >= alpha_min)
         kept_ray.append(rays[keep])
         kept_t.append(t[keep])
+        kept_u.append(u[keep])
         kept_delta.append(delta[keep])
         kept_rows.append(rows[keep])
         kept_w.append(w[keep])
@@ -149,11 +153,11 @@ def march(
     if not kept_ray:
         empty = torch.zeros(0, device=device)
         rows = torch.zeros(0, 8, dtype=torch.long, device=device)
-        return Samples(empty.long(), empty, empty, rows, rows.float(), candidates)
+        return Samples(empty.long(), empty, empty, empty, rows, rows.float(), candidates)
     order = torch.argsort(torch.cat(kept_ray), stable=True)  # chunks come in distance order: stable sort suffices
     ray_idx, t = torch.cat(kept_ray)[order], torch.cat(kept_t)[order]
-    return Samples(ray_idx, t, torch.cat(kept_delta)[order], torch.cat(kept_rows)[order], torch.cat(kept_w)[order],
-                   candidates)
+    return Samples(ray_idx, t, torch.cat(kept_u)[order], torch.cat(kept_delta)[order], torch.cat(kept_rows)[order],
+                   torch.cat(kept_w)[order], candidates)
 
 
 def _u_to_t(u: torch.Tensor, a: torch.Tensor | None) -> torch.Tensor:

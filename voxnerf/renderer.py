@@ -10,7 +10,7 @@ from torch.utils.checkpoint import checkpoint
 
 from voxnerf.field import RadianceField
 from voxnerf.march import march
-from voxnerf.volrend import accumulate, render_weights
+from voxnerf.volrend import accumulate, distortion, render_weights
 
 
 @dataclass
@@ -31,6 +31,7 @@ class RenderResult:
     opacity: torch.Tensor  # (R,) accumulated weight
     depth: torch.Tensor  # (R,) sum of weight * distance along the ray (unit-box units): divide by opacity
     sample_alpha_sum: torch.Tensor  # () sum of the samples' opacities (for sparsity regularization)
+    distortion: torch.Tensor  # () distortion loss summed over rays, in grid units of the march (0 unless asked)
     num_samples: int  # samples whose density was evaluated with gradients
     num_color_samples: int  # samples whose color was evaluated
     num_candidates: int  # fine positions the rays crossed inside the occupied box
@@ -53,6 +54,7 @@ def render_rays(
     cfg: RenderConfig,
     jitter: torch.Generator | None = None,
     amp_dtype: torch.dtype | None = None,
+    with_distortion: bool = False,
 ) -> RenderResult:
     """Render rays given in unit-box coordinates (the field's space maps them to its grid).
 
@@ -63,6 +65,7 @@ def render_rays(
         cfg: sampling and skipping thresholds.
         jitter: random generator for stratified sample offsets (training), or None for mid-step samples.
         amp_dtype: autocast dtype for the color MLP (torch.bfloat16 on CPU, torch.float16 on CUDA), or None.
+        with_distortion: compute the distortion loss (voxnerf.volrend.distortion) over the march parameter.
     Returns:
         RenderResult with FP32 outputs (compositing is always FP32).
     """
@@ -100,4 +103,6 @@ def render_rays(
     depth = accumulate(weights, ray_idx, n, distance.unsqueeze(-1)).squeeze(-1)
     rgb = rgb + (1 - opacity).unsqueeze(-1) * background
     alpha_sum = (weights / transmittance.clamp_min(1e-10)).sum()
-    return RenderResult(rgb, opacity, depth, alpha_sum, len(ray_idx), int(colored.sum()), samples.candidates)
+    dist = (distortion(weights, samples.u * space.inner_scale, step * space.inner_scale, ray_idx)
+            if with_distortion else torch.zeros((), device=origins.device))
+    return RenderResult(rgb, opacity, depth, alpha_sum, dist, len(ray_idx), int(colored.sum()), samples.candidates)

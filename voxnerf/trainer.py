@@ -148,7 +148,8 @@ class Trainer:
         n_total = self.n_rays
         batch = self.sampler.sample(self.world.share(n_total), level.image_scale, self.generator)
         result = render_rays(self.field, batch["origins"], batch["dirs"], batch["background"],
-                             self._render_config(), self.generator, self.amp_dtype)
+                             self._render_config(), self.generator, self.amp_dtype,
+                             with_distortion=self.cfg.optim.distortion_weight > 0)
         mse = torch.nn.functional.mse_loss(result.rgb, batch["target"])
         loss = mse + self._regularization(result)
         self.scaler.scale(loss).backward()
@@ -175,12 +176,13 @@ class Trainer:
         }
 
     def _regularization(self, result) -> torch.Tensor:
-        """Opacity entropy (rays either hit something or see the background), sample sparsity, and total
-        variation of the grid on random occupied vertices."""
+        """Opacity entropy (rays either hit something or see the background), sample sparsity, distortion, and
+        total variation of the grid on random occupied vertices."""
         o = self.cfg.optim
         a = result.opacity.clamp(1e-5, 1 - 1e-5)
         entropy = -(a * torch.log(a) + (1 - a) * torch.log(1 - a)).mean()
         loss = o.entropy_weight * entropy + o.sparsity_weight * result.sample_alpha_sum / max(len(a), 1)
+        loss = loss + o.distortion_weight * result.distortion / max(len(a), 1)
         if o.tv_density or o.tv_features:
             occupied = torch.nonzero(self.field.grid.occupied).squeeze(-1)
             pick = torch.randint(0, len(occupied), (o.tv_vertices,), generator=self.generator)

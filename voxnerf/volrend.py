@@ -51,6 +51,28 @@ def render_weights(sigmas: torch.Tensor, deltas: torch.Tensor, ray_idx: torch.Te
     return transmittance * alphas, transmittance
 
 
+def distortion(weights: torch.Tensor, s: torch.Tensor, step: float, ray_idx: torch.Tensor) -> torch.Tensor:
+    """Mip-NeRF 360's distortion loss of packed samples, summed over rays: small when each ray's weight
+    gathers in one short stretch (no floaters, no haze spread along the ray).
+
+        sum_ij w_i w_j |s_i - s_j| + 1/3 sum_i w_i^2 step
+
+    with the pairwise term in O(M) for sorted samples: 2 sum_i w_i (s_i W_i - S_i), where W_i and S_i sum w and
+    w * s over the ray's earlier samples.
+
+    Args:
+        weights: (M,) compositing weights.
+        s: (M,) sample positions along their rays, increasing within a ray, evenly `step` apart.
+        step: the interval length in units of s.
+        ray_idx: (M,) sorted ray index of each sample.
+    Returns:
+        () the loss summed over rays.
+    """
+    before_w = exclusive_segment_cumsum(weights, ray_idx)
+    before_ws = exclusive_segment_cumsum(weights * s, ray_idx)
+    return 2 * (weights * (s * before_w - before_ws)).sum() + weights.square().sum() * step / 3
+
+
 def accumulate(weights: torch.Tensor, ray_idx: torch.Tensor, n_rays: int, values: torch.Tensor | None = None) -> torch.Tensor:
     """Per-ray sum of weights (opacity) or of weighted values.
 

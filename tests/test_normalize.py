@@ -1,0 +1,83 @@
+"""Camera normalization on the toy captures: each layout gets its preset and space, and the space puts every
+camera, every view frustum and every sparse point where that space expects them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import voxnerf_scenes
+from voxnerf.data import load_scene
+from voxnerf.normalize import space_for
+from voxnerf.rays import image_rays
+from voxnerf_cli.train import preset_for
+
+SMALL = {"n_views": 16, "width": 24, "n_samples": 32, "n_points": 600}
+OBJECT_RADIUS = 1.0  # world: every object of the toy captures lies inside this ball, the backgrounds beyond 5
+
+
+@pytest.fixture(scope="module")
+def captures(tmp_path_factory):
+    """(capture, format) -> the scene loaded back from the folder make_capture wrote."""
+    out = {}
+    for name, fmt in (("unbounded", "colmap"), ("forward", "colmap"), ("forward", "llff"), ("unbounded", "nerfstudio")):
+        folder = voxnerf_scenes.make_capture(name, tmp_path_factory.mktemp(f"{name}-{fmt}"), fmt, **SMALL)
+        out[name, fmt] = load_scene(folder)
+    return out
+
+
+@pytest.mark.parametrize("key, preset, kind", [(("unbounded", "colmap"), "360", "contract"),
+                                               (("unbounded", "nerfstudio"), "360", "contract"),
+                                               (("forward", "colmap"), "llff", "ndc"),
+                                               (("forward", "llff"), "llff", "ndc")])
+def test_each_capture_gets_the_preset_and_space_of_its_layout(captures, key, preset, kind):
+    from voxnerf.config import load_config
+    from voxnerf_cli.train import preset_path
+
+    name, _ = preset_for(captures[key])
+    assert name == preset
+    assert load_config(preset_path(name)).space == kind
+
+
+def test_contracted_space_holds_the_cameras_and_objects_inside_and_the_background_in_the_shell(captures):
+    scene = captures["unbounded", "colmap"]
+    space = space_for(scene, "contract")
+    assert np.abs(space.world_to_unit(scene.cameras.centers)).max() <= 1.0
+    radius = np.linalg.norm(scene.points, axis=-1)
+    grid = space.to_grid(torch.as_tensor(space.world_to_unit(scene.points))).abs().amax(-1).numpy()
+    assert np.all(grid[radius < OBJECT_RADIUS] < 0.5)  # objects: the inner box, the grid's middle half
+    far = grid[radius > 5]
+    assert len(far) > 50 and np.all((far > 0.5) & (far < 1.0))  # the far shell: in the grid's outer shell
+    assert space.far * (1 / space.scale) > 15  # rays march past the shell (world radius 15)
+
+
+@pytest.mark.parametrize("fmt", ["colmap", "llff"])
+def test_ndc_space_holds_every_sparse_point_and_every_training_pixel_ray(captures, fmt):
+    scene = captures["forward", fmt]
+    space = space_for(scene, "ndc")
+    if scene.points is not None:
+        g = space.to_grid(torch.as_tensor(space.world_to_unit(scene.points)))
+        assert g.abs().amax() < 1.0  # every point inside the grid, in front of the near plane
+    train = scene.split_indices("train")
+    for i in train:
+        origins, dirs = image_rays(scene.cameras, int(i), dtype=torch.float64)
+        start, d, _ = space.ndc_rays(torch.as_tensor(space.world_to_unit(origins.numpy())), dirs)
+        end = start + d * (2 / d[:, 2:3])
+        assert torch.cat([start, end])[:, :2].abs().max() <= 1 + 1e-9
+
+
+def test_ndc_near_plane_comes_from_the_data(captures):
+    scene = captures["forward", "llff"]
+    space = space_for(scene, "ndc")
+    assert 1 / space.scale == pytest.approx(0.9 * scene.near)
+    assert scene.near < 2.6 and scene.far > 5.5  # z-depths: objects from 2.4, the wall about 6 away
+
+
+def test_box_space_holds_the_object_and_leaves_the_cameras_outside(tmp_path):
+    root = voxnerf_scenes.make_scene("sphere", tmp_path / "sphere", n_train=8, n_val=0, n_test=1, size=8, n_samples=16)
+    scene = load_scene(root, with_images=False)
+    space = space_for(scene, "box")
+    assert np.all(np.abs(space.world_to_unit(scene.cameras.centers)).max(-1) > 1)
+    surface = 0.6 * np.eye(3)  # the ball's radius is 0.6
+    assert np.abs(space.world_to_unit(np.concatenate([surface, -surface]))).max() < 1
