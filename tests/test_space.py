@@ -132,3 +132,14 @@ def test_field_density_takes_unit_box_points_in_every_space(kind):
     assert float(field.density(torch.tensor([[0.0, 0.0, 2.5]]))) < 0.01
     if kind == "contract":
         assert float(field.density(torch.tensor([[0.0, 0.0, 0.1]]))) > 10  # in the ball (before NDC's near plane)
+
+
+def test_a_fresh_contracted_field_starts_equally_transparent_per_step_everywhere():
+    field = RadianceField(FieldConfig(resolution=32, feature_dim=4), space=Space("contract"))
+    grid = field.grid
+    centers = (grid.layout.slot_vertices().float() + 0.5) * grid.cell_size - 1
+    stretch = field.space.world_step_scale(centers)
+    alpha = -torch.expm1(-field.activate(grid.cell_max_density()) * grid.cell_size * stretch)
+    real = grid.layout.real_cells() & (stretch < 500)  # the outermost cells keep a learnable density
+    assert alpha[real].max() < 2 * alpha[real].min()
+    assert alpha[real].max() < 0.01  # below the presets' occupancy threshold: untouched space gets pruned

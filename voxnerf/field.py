@@ -14,6 +14,8 @@ from voxnerf.sh import sh_encode
 from voxnerf.space import Space
 from voxnerf.sparse_grid import SparseVoxelGrid
 
+MAX_INIT_STRETCH = 1000.0  # see RadianceField._initial_density
+
 
 @dataclass
 class FieldConfig:
@@ -67,10 +69,23 @@ class RadianceField(nn.Module):
         cell = 2.0 / cfg.resolution
         self.shift = math.log(math.expm1(-math.log1p(-cfg.alpha_init) / (cell * cfg.density_scale)))
         gen = torch.Generator().manual_seed(seed)
-        self.grid = grid or SparseVoxelGrid.dense(cfg.resolution, cfg.feature_dim, 0.0, cfg.feature_std, gen)
+        if grid is None:
+            grid = SparseVoxelGrid.dense(cfg.resolution, cfg.feature_dim, 0.0, cfg.feature_std, gen)
+            grid.density.data = self._initial_density(grid)
+        self.grid = grid
         with torch.random.fork_rng(devices=[]):  # the seed, not the global random state, decides the init
             torch.manual_seed(seed)
             self.decoder = ColorDecoder(cfg.feature_dim, cfg.hidden, cfg.layers, cfg.sh_degree)
+
+    def _initial_density(self, grid: SparseVoxelGrid) -> torch.Tensor:
+        """(V,) raw density giving every sample step the same initial opacity, wherever the space makes steps
+        longer: in a contracted shell a step stands for a long stretch of ray, and a uniform density there
+        would start (and, behind opaque surfaces no gradient reaches, stay) occupied. The correction stops at
+        MAX_INIT_STRETCH, so that the outermost cells can still learn in a few hundred steps."""
+        g = grid.layout.slot_vertices().double() * grid.cell_size - 1
+        stretch = self.space.world_step_scale(g) / self.space.world_step_scale(torch.zeros(1, 3)).double()
+        sigma = F.softplus(torch.tensor(self.shift, dtype=torch.float64)) / stretch.clamp_max(MAX_INIT_STRETCH)
+        return (torch.log(torch.expm1(sigma)) - self.shift).float()
 
     def activate(self, raw: torch.Tensor) -> torch.Tensor:
         """Raw grid density -> sigma >= 0 (per unit of the ray's length: unit-box, or NDC in an NDC space)."""

@@ -1,0 +1,37 @@
+"""Masks: a scene with foreground masks trains with the mask as alpha (random background behind it), is scored on
+a white background, and gets the object-masked preset."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import torch
+
+from voxnerf.ray_sampler import RaySampler
+from voxnerf.space import Space
+from voxnerf_cli.train import preset_for
+
+
+def test_masked_pixels_are_replaced_by_the_random_background(general_scene):
+    scene = general_scene
+    sampler = RaySampler(scene, scene.split_indices("train"), torch.device("cpu"), Space())
+    batch = sampler.sample(4096, 1.0, torch.Generator().manual_seed(0))
+    images, _ = sampler.level(1.0)
+    alpha = images[:, 3].reshape(-1)
+    assert set(alpha.unique().tolist()) == {0.0, 1.0}  # the masks became the alpha channel
+    background = (batch["target"] - batch["background"]).abs().amax(-1) < 1e-6
+    assert 0.3 < background.float().mean() < 0.7  # about half of each random mask is background
+    assert scene.has_alpha and np.array_equal(scene.render_background, np.ones(3))
+
+
+def test_rgba_keeps_the_image_and_takes_alpha_from_the_mask(general_scene):
+    rgba = general_scene.rgba(0)
+    np.testing.assert_array_equal(rgba[..., :3], general_scene.images[0])
+    np.testing.assert_array_equal(rgba[..., 3] > 0, general_scene.masks[0])
+
+
+def test_masked_opaque_scene_gets_the_object_masked_preset(general_scene, make_scene):
+    assert preset_for(general_scene)[0] == "object-masked"
+    rgba_scene = dataclasses.replace(make_scene(channels=4, masks=False), background=np.ones(3))
+    assert preset_for(rgba_scene)[0] == "blender"
