@@ -11,6 +11,7 @@ from voxnerf.errors import VoxnerfError
 from voxnerf.export import export_mesh, export_pointcloud
 from voxnerf.export.output import summary
 from voxnerf.run import load_run
+from voxnerf_cli.export import chosen_level
 from voxnerf_cli.render import print_rendered, render_run
 from voxnerf_cli.train import INTERRUPTED, preset_path, print_outcome, train_run
 
@@ -22,15 +23,16 @@ def stage(k: int, text: str) -> None:
 
 
 def export_step(run_dir: Path) -> None:
-    """Stage 4: the demo run's mesh and point cloud, as `voxnerf export` writes them.
+    """Stage 4: the demo run's mesh and point cloud, as `voxnerf export --level auto` writes them.
 
-    A minute of training leaves a soft density whose per-voxel opacity rarely reaches the 0.5 iso level, so the
-    demo fuses rendered depth (TSDF) for the mesh and back-projects depth for the points.
+    A minute of training leaves a soft density whose per-voxel opacity rarely reaches 0.5, so the demo meshes the
+    level whose silhouettes match the rendered ones (`level.auto_level`) and draws the points from that surface.
     """
     run = load_run(run_dir)
+    level = chosen_level(run, None)
     mesh, points = run_dir / "mesh.ply", run_dir / "points.ply"
-    for path, geometry in ((mesh, export_mesh(run, mesh, method="tsdf")),
-                           (points, export_pointcloud(run, points, source="depth"))):
+    for path, geometry in ((mesh, export_mesh(run, mesh, level=level)),
+                           (points, export_pointcloud(run, points, level=level))):
         typer.echo(summary(path, geometry))
 
 

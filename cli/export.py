@@ -9,11 +9,30 @@ import typer
 
 from voxnerf.errors import VoxnerfError
 from voxnerf.export import METHODS, export_mesh, export_pointcloud
-from voxnerf.export.box import parse_bbox
+from voxnerf.export.box import crop_box, parse_bbox
+from voxnerf.export.level import DEFAULT_LEVEL, auto_level
 from voxnerf.export.output import MESH_FORMATS, POINTCLOUD_FORMATS, check_output, summary
 from voxnerf.export.pointcloud import SOURCES
-from voxnerf.run import load_run
+from voxnerf.run import Run, load_run
 from voxnerf.trainer import resolve_device
+
+
+def parse_level(text: str) -> float | None:
+    """--level: a number (validated by the export) or 'auto' (None)."""
+    if text == "auto":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise VoxnerfError(f"--level {text}: expected a number in (0, 1) or auto") from None
+
+
+def chosen_level(run: Run, bbox) -> float:
+    """The automatic level of `run` inside `bbox` (world (2, 3) or None: the scene box), printed as it is found."""
+    chosen = auto_level(run, crop_box(run, bbox), progress=True)
+    typer.echo(f"level auto: {chosen.level:.4g} (silhouette IoU {chosen.iou:.3f} against the field's rendering, "
+               f"{chosen.rays} training rays)")
+    return chosen.level
 
 
 def export(
@@ -22,11 +41,15 @@ def export(
     pointcloud: Optional[Path] = typer.Option(None, help="Write a surface point cloud (.ply)."),
     method: str = typer.Option("density", help=f"Mesh method: {' | '.join(METHODS)} (marching cubes on opacity, "
                                                "or TSDF fusion of depth rendered from the training cameras)."),
-    level: float = typer.Option(0.5, help="Opacity iso value, alpha = 1 - exp(-sigma * voxel)."),
+    level: str = typer.Option(str(DEFAULT_LEVEL), help="Iso value of one grid cell's opacity, alpha = 1 - exp(-sigma "
+                              "* cell), in (0, 1); or auto: the level whose silhouettes match the field's rendering "
+                              "of the training views (for trained runs, whose density is soft)."),
     resolution: Optional[int] = typer.Option(None, help="Samples per axis over the unit box (default: the grid's)."),
     bbox: Optional[str] = typer.Option(None, help="Keep x0,y0,z0,x1,y1,z1 (world units); default the scene box."),
     min_component: float = typer.Option(0.05, help="Drop mesh parts smaller than this fraction of the largest."),
     target_faces: Optional[int] = typer.Option(None, help="Decimate the mesh to about this many faces."),
+    hidden: bool = typer.Option(False, "--keep-hidden/--drop-hidden", help="Keep mesh parts that no training camera "
+                                "sees (surfaces inside the object); dropping them needs the run's scene folder."),
     source: str = typer.Option("grid", help=f"Point source: {' | '.join(SOURCES)} (iso-surface, or rendered depth)."),
     num_points: int = typer.Option(100_000, help="Points to draw (at most this many from depth)."),
     outliers: bool = typer.Option(True, "--remove-outliers/--keep-outliers", help="Statistical outlier removal."),
@@ -42,11 +65,16 @@ def export(
     if resolution is not None and resolution < 2:
         raise VoxnerfError(f"--resolution {resolution}: expected at least 2 samples per axis")
     box = parse_bbox(bbox) if bbox else None
+    iso = parse_level(level)
     loaded = load_run(run, resolve_device(device))
+    if iso is None:
+        marched = method == "density" and mesh is not None or source == "grid" and pointcloud is not None
+        iso = chosen_level(loaded, box) if marched else DEFAULT_LEVEL
     if mesh is not None:
-        result = export_mesh(loaded, mesh, method, resolution, level, box, min_component, target_faces, progress=True)
+        result = export_mesh(loaded, mesh, method, resolution, iso, box, min_component, target_faces, hidden,
+                             progress=True)
         typer.echo(summary(mesh, result))
     if pointcloud is not None:
-        result = export_pointcloud(loaded, pointcloud, source, num_points, resolution, level, box, outliers,
+        result = export_pointcloud(loaded, pointcloud, source, num_points, resolution, iso, box, outliers,
                                    progress=True)
         typer.echo(summary(pointcloud, result))

@@ -7,6 +7,7 @@ checks that every export runs on a real run folder.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import struct
@@ -29,6 +30,8 @@ from voxnerf.errors import VoxnerfError
 from voxnerf.export import export_mesh, export_pointcloud
 from voxnerf.export import mesh as mesh_module
 from voxnerf.export.box import crop_box, parse_bbox
+from voxnerf.export.depth import median_depth, opacity_crossing
+from voxnerf.export.level import auto_level, silhouette_density
 from voxnerf.export.mesh import march_blocks
 from voxnerf.export.view import cube_faces, voxel_mesh
 from voxnerf.field import RadianceField
@@ -126,6 +129,35 @@ def test_density_mesh_is_within_a_voxel_of_the_true_surface(run, toy, voxel, tmp
     assert mesh.is_watertight(), "block meshes must weld into closed surfaces"
 
 
+def test_auto_level_keeps_the_toy_mesh_within_a_voxel_of_the_true_surface(run, toy, voxel, tmp_path):
+    chosen = auto_level(run, crop_box(run))
+    assert chosen.iou >= 0.95 and chosen.rays > 1000
+    mesh = export_mesh(run, tmp_path / "auto.ply", level=chosen.level)
+    chamfer, normals = chamfer_and_normals(mesh, toy)
+    assert chamfer <= voxel and normals >= 0.9 and mesh.is_watertight()
+
+
+def test_silhouette_density_keeps_the_default_when_it_separates_the_rays_best():
+    max_sigma = np.array([9.0, 5.0, 2.0, 0.3, 0.1])
+    surface = np.array([True, True, True, False, False])
+    assert silhouette_density(max_sigma, surface, default=1.0) == (1.0, 1.0)
+
+
+def test_silhouette_density_goes_below_the_weakest_surface_ray():
+    """Soft surfaces: the default threshold would miss the rays whose peak density is 2, a hole in the mesh."""
+    max_sigma = np.array([9.0, 5.0, 2.0, 0.5, 0.1])
+    surface = np.array([True, True, True, False, False])
+    s, iou = silhouette_density(max_sigma, surface, default=4.0)
+    assert s == pytest.approx(1.0) and iou == 1.0  # the geometric middle of [0.5, 2)
+
+
+def test_silhouette_density_trades_a_stray_ray_for_many_surface_rays():
+    max_sigma = np.array([9.0, 3.0, 2.5, 2.0, 1.5, 0.2])
+    surface = np.array([True, True, False, True, True, False])
+    s, iou = silhouette_density(max_sigma, surface, default=4.0)
+    assert 0.2 <= s < 1.5 and iou == pytest.approx(4 / 5)
+
+
 def test_density_mesh_vertex_colors_are_the_surface_colors(run, toy, tmp_path):
     mesh = export_mesh(run, tmp_path / "m.obj")
     v = np.asarray(mesh.vertices)
@@ -190,6 +222,33 @@ def test_small_components_are_dropped(run, tmp_path):
 def test_tsdf_mesh_lies_near_the_surface(run, toy, voxel, tmp_path):
     mesh = export_mesh(run, tmp_path / "t.ply", method="tsdf")
     assert distance_to_surface(toy, np.asarray(mesh.vertices)).mean() <= voxel
+
+
+def test_opacity_crossing_is_where_the_ray_has_stopped_half_its_light():
+    step = 0.1
+    t = np.tile((np.arange(10) + 0.5) * step, (2, 1))
+    sigma = np.zeros((2, 10))
+    sigma[0, 4:] = np.log(2) / 0.2  # from 0.4 on, half the light is stopped after 0.2 more
+    depth = opacity_crossing(t, sigma, step)
+    assert depth[0] == pytest.approx(0.6) and np.isnan(depth[1])
+
+
+def test_tsdf_depth_is_the_median_depth_which_the_expected_depth_overshoots_on_soft_surfaces(
+        scene_root, toy, voxel, tmp_path):
+    """Why TSDF meshes of trained runs shrank: the expected depth of a soft surface lies behind it. On a ball whose
+    density rises over ~1.5 voxels and stops half the light ~3 voxels in, `median_depth` finds the ln 2 crossing
+    of the optical depth (integrated here from the analytic density); the expected depth lies deeper."""
+    soft = dataclasses.replace(toy, density_scale=np.log(2) / (3 * voxel), density_eps=1.5 * voxel)
+    run = load_run(analytic_run(scene_root, soft, tmp_path))
+    origin, direction = np.array([[-0.45, 0.0, 3.0]]), np.array([[0.0, 0.0, -1.0]])  # through the ball's center
+    t = np.arange(0, 6, voxel / 64)
+    sigma = soft.density(torch.as_tensor(origin + t[:, None] * direction)).numpy()
+    optical = np.cumsum(sigma) * voxel / 64
+    weights = np.exp(-optical) * sigma
+    truth_median = t[np.searchsorted(optical, np.log(2))]
+    truth_expected = (weights * t).sum() / weights.sum()
+    assert truth_expected - truth_median > 0.25 * voxel
+    assert median_depth(run, origin, direction)[0] == pytest.approx(truth_median, abs=0.5 * voxel)
 
 
 # ---- point cloud ----------------------------------------------------------------------------------------------

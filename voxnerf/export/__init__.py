@@ -3,13 +3,16 @@
     from voxnerf.run import load_run
     from voxnerf.export import export_mesh, export_pointcloud
     run = load_run("runs/lego")
-    mesh = export_mesh(run, "lego.ply")                      # density iso-surface, world units
+    mesh = export_mesh(run, "lego.ply")                      # density iso-surface (opacity 0.5), world units
+    level = auto_level(run, crop_box(run)).level             # the level matching the rendered silhouettes
+    mesh = export_mesh(run, "lego_auto.ply", level=level)
     mesh = export_mesh(run, "lego_tsdf.ply", method="tsdf")   # TSDF fusion of rendered depth
     pcd = export_pointcloud(run, "lego_points.ply")           # surface points with colors and normals
 
-Modules: `mesh` (marching cubes over occupied blocks, cleanup), `tsdf` (open3d fusion), `pointcloud` (grid or
-depth points), `depth` (training cameras and rendered views), `query` (log density, normals, colors of the field),
-`box` (crop region), `output` (writing and summary), `view` (occupancy viewer and headless screenshots).
+Modules: `mesh` (marching cubes over occupied blocks, cleanup), `level` (the automatic iso level), `tsdf` (open3d
+fusion), `pointcloud` (grid or depth points), `depth` (training cameras and rendered views), `query` (log density,
+normals, colors of the field), `box` (crop region), `output` (writing and summary), `view` (occupancy viewer and
+headless screenshots).
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ import open3d as o3d
 
 from voxnerf.errors import VoxnerfError
 from voxnerf.export.box import crop_box
-from voxnerf.export.mesh import clean_mesh, crop, field_mesh
+from voxnerf.export.level import DEFAULT_LEVEL, auto_level
+from voxnerf.export.depth import training_cameras
+from voxnerf.export.mesh import clean_mesh, crop, drop_hidden, field_mesh
 from voxnerf.export.output import MESH_FORMATS, POINTCLOUD_FORMATS, check_output, write_mesh, write_pointcloud
 from voxnerf.export.pointcloud import surface_points
 from voxnerf.export.tsdf import fuse
@@ -30,8 +35,9 @@ from voxnerf.run import Run
 METHODS = ("density", "tsdf")
 
 
-def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int | None = None, level: float = 0.5,
-                bbox: np.ndarray | None = None, min_component: float = 0.05, target_faces: int | None = None,
+def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int | None = None,
+                level: float = DEFAULT_LEVEL, bbox: np.ndarray | None = None, min_component: float = 0.05,
+                target_faces: int | None = None, hidden: bool = False,
                 progress: bool = False) -> o3d.geometry.TriangleMesh:
     """Extract, crop, clean and write a mesh of the run in world units (.ply, .obj or .glb by `out`'s suffix).
 
@@ -41,10 +47,13 @@ def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int
         method: "density" (the opacity iso-surface, by marching cubes) or "tsdf" (fusion of rendered depth).
         samples: lattice samples per axis over the unit box (density) or TSDF voxels per unit-box width (tsdf);
             default the grid's resolution.
-        level: opacity iso value (density only).
+        level: iso value of the opacity of one grid cell, 1 - exp(-sigma * cell) (density only); see
+            `level.auto_level` for the level that matches the field's rendered silhouettes.
         bbox: (2, 3) world box to keep; default the scene's box of interest.
         min_component: drop connected components with fewer than this fraction of the largest's triangles.
         target_faces: decimate to about this many triangles when given.
+        hidden: keep connected components that no training camera sees (else they are dropped, which needs the
+            run's scene folder for the cameras).
         progress: show progress bars.
     Returns:
         The written mesh.
@@ -60,13 +69,15 @@ def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int
         mesh = field_mesh(run, box, samples, level, progress)
     else:
         mesh = crop(fuse(run, 2.0 / samples / run.scale, progress=progress), box)
+    if not hidden:
+        mesh = drop_hidden(mesh, training_cameras(run))
     mesh = clean_mesh(mesh, min_component, target_faces)
     write_mesh(mesh, out)
     return mesh
 
 
 def export_pointcloud(run: Run, out: str | Path, source: str = "grid", count: int = 100_000,
-                      samples: int | None = None, level: float = 0.5, bbox: np.ndarray | None = None,
+                      samples: int | None = None, level: float = DEFAULT_LEVEL, bbox: np.ndarray | None = None,
                       outliers: bool = True, progress: bool = False) -> o3d.geometry.PointCloud:
     """Write a surface point cloud (PLY, world units, colors and normals); see `pointcloud.surface_points`."""
     out = check_output(out, POINTCLOUD_FORMATS, "--pointcloud")

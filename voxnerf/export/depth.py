@@ -1,4 +1,10 @@
-"""The run's training cameras and their rendered views: the input of depth point clouds and TSDF fusion."""
+"""The run's training cameras and their rendered views: the input of depth point clouds and TSDF fusion.
+
+The depth of a surface pixel is its median depth: the distance at which the ray's accumulated opacity reaches
+SURFACE_OPACITY, found by sampling the field's density along the ray. The renderer's expected depth (the
+weight-averaged distance) lies behind the surface wherever the density is soft, by up to the surface's thickness,
+and pulls a fused surface inward.
+"""
 
 from __future__ import annotations
 
@@ -12,10 +18,14 @@ from voxnerf.cameras import Cameras
 from voxnerf.data import load_scene
 from voxnerf.errors import VoxnerfError
 from voxnerf.evaluate import View, render_view
+from voxnerf.export.query import box_span, densities_along
 from voxnerf.rays import image_rays
 from voxnerf.run import Run
 
 SURFACE_OPACITY = 0.5  # pixels more opaque than this see a surface
+STEP_RATIO = 0.5  # median depth: density samples every STEP_RATIO cells along the ray
+RAY_CHUNK = 256
+UNIT_BOX = np.array([[-1.0] * 3, [1.0] * 3])
 
 
 def training_cameras(run: Run) -> Cameras:
@@ -28,16 +38,22 @@ def training_cameras(run: Run) -> Cameras:
     return scene.cameras.subset(scene.split_indices("train"))
 
 
+def spread_views(count: int, views: int) -> np.ndarray:
+    """Indices of up to `views` cameras evenly spread over `count`, in order."""
+    return np.unique(np.linspace(0, count - 1, min(views, count)).round().astype(np.int64))
+
+
 @dataclass
 class SurfaceView:
     """One rendered training view, flattened to its H*W pixels (row-major).
 
     Attributes:
         index: the camera's index in the training cameras.
-        view: the render (rgb, depth along the ray in world units, opacity), each (H, W, ...).
+        view: the render (rgb, expected depth along the ray in world units, opacity), each (H, W, ...).
         origins: (H*W, 3) world ray origins.
         dirs: (H*W, 3) world unit ray directions.
-        surface: (H*W,) bool, pixels that see a surface (opacity > SURFACE_OPACITY and a positive depth).
+        surface: (H*W,) bool, pixels that see a surface (rendered opacity > SURFACE_OPACITY and a median depth).
+        depth: (H*W,) median depth along the ray of the `surface` pixels in world units, 0 elsewhere.
     """
 
     index: int
@@ -45,11 +61,11 @@ class SurfaceView:
     origins: np.ndarray
     dirs: np.ndarray
     surface: np.ndarray
+    depth: np.ndarray
 
     def points(self) -> np.ndarray:
         """(P, 3) world surface points of the `surface` pixels: origin + depth * direction."""
-        d = self.view.depth.reshape(-1)[self.surface, None]
-        return self.origins[self.surface] + d * self.dirs[self.surface]
+        return self.origins[self.surface] + self.depth[self.surface, None] * self.dirs[self.surface]
 
     def foreground_rgb(self, background: np.ndarray) -> np.ndarray:
         """(P, 3) colors of the `surface` pixels with the background's share removed (rgb = c * a + bg * (1 - a))."""
@@ -63,6 +79,41 @@ def background_of(run: Run) -> np.ndarray:
     return np.asarray(run.scene["background"] or np.zeros(3), np.float32)
 
 
+def opacity_crossing(t: np.ndarray, sigma: np.ndarray, step: float,
+                     opacity: float = SURFACE_OPACITY) -> np.ndarray:
+    """The first distance at which rays' accumulated opacity reaches `opacity`.
+
+    Args:
+        t: (R, N) mid-step sample distances, `step` apart.
+        sigma: (R, N) densities; sample k covers [t_k - step / 2, t_k + step / 2] with constant density.
+        step: sample spacing.
+        opacity: the opacity to reach, in (0, 1).
+    Returns:
+        (R,) distances (exact for piecewise-constant density), nan where the ray never reaches `opacity`.
+    """
+    depth = np.cumsum(sigma * step, axis=1)  # optical depth at the end of each sample
+    goal = -np.log1p(-opacity)
+    reached = depth >= goal
+    k = np.argmax(reached, axis=1)
+    rows = np.arange(len(t))
+    before = np.where(k > 0, depth[rows, k - 1], 0.0)
+    inside = (goal - before) / np.maximum(sigma[rows, k] * step, 1e-300)
+    return np.where(reached.any(axis=1), t[rows, k] + (inside - 0.5) * step, np.nan)
+
+
+def median_depth(run: Run, origins: np.ndarray, dirs: np.ndarray) -> np.ndarray:
+    """World distances (R,) along world rays (origins, unit dirs (R, 3)) at which the field's accumulated
+    opacity reaches SURFACE_OPACITY, nan where it never does (densities sampled every STEP_RATIO cells)."""
+    o, step = run.to_unit(origins), STEP_RATIO * run.field.grid.cell_size
+    near, far = box_span(o, dirs, UNIT_BOX)
+    out = np.full(len(o), np.nan)
+    for i in range(0, len(o), RAY_CHUNK):
+        rays = slice(i, i + RAY_CHUNK)
+        t, sigma = densities_along(run.field, o[rays], dirs[rays], near[rays], far[rays], step)
+        out[rays] = opacity_crossing(t, sigma, step) / run.scale
+    return out
+
+
 def rendered_views(run: Run, cameras: Cameras, progress: bool = False) -> Iterator[SurfaceView]:
     """Render every camera with the run's field (on its device) and render settings, one SurfaceView at a time."""
     background = background_of(run)
@@ -70,5 +121,8 @@ def rendered_views(run: Run, cameras: Cameras, progress: bool = False) -> Iterat
     for i in tqdm(range(len(cameras)), desc="rendering views", unit="view", disable=not progress, leave=False):
         view = render_view(run.field, cameras, i, background, run.config.render, device)
         origins, dirs = (t.numpy().astype(np.float64) for t in image_rays(cameras, i))
-        surface = (view.opacity.reshape(-1) > SURFACE_OPACITY) & (view.depth.reshape(-1) > 0)
-        yield SurfaceView(i, view, origins, dirs, surface)
+        surface = view.opacity.reshape(-1) > SURFACE_OPACITY
+        depth = np.zeros(len(origins))
+        depth[surface] = median_depth(run, origins[surface], dirs[surface])
+        surface &= depth > 0
+        yield SurfaceView(i, view, origins, dirs, surface, np.nan_to_num(depth))

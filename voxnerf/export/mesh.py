@@ -18,11 +18,15 @@ import open3d as o3d
 from skimage import measure
 from tqdm import tqdm
 
+from voxnerf.cameras import Cameras
+from voxnerf.export.depth import spread_views
 from voxnerf.export.query import head_on_colors, log_density, opacity_to_density
 from voxnerf.field import RadianceField
+from voxnerf.rays import image_rays
 from voxnerf.run import Run
 
 BLOCK = 32
+SEEN_VIEWS = 25  # cameras (evenly spread) whose rays decide which components are seen
 WELD_PER_SAMPLE = 1 << 12  # vertices closer than 1/4096 sample spacing are welded
 
 
@@ -161,6 +165,29 @@ def clean_mesh(mesh: o3d.geometry.TriangleMesh, min_component: float = 0.05,
         mesh = mesh.simplify_quadric_decimation(int(target_faces))
         mesh.remove_unreferenced_vertices()
     mesh.compute_vertex_normals()
+    return mesh
+
+
+def seen_components(mesh: o3d.geometry.TriangleMesh, cameras: Cameras, views: int = SEEN_VIEWS) -> np.ndarray:
+    """(F,) bool over the mesh's triangles: those of connected components that some pixel ray of the cameras
+    (world units, up to `views` of them, evenly spread) meets first."""
+    components = np.asarray(mesh.cluster_connected_triangles()[0])
+    caster = o3d.t.geometry.RaycastingScene()
+    caster.add_triangles(o3d.t.geometry.TriangleMesh.from_legacy(mesh))
+    seen = np.zeros(components.max(initial=-1) + 1, dtype=bool)
+    for i in spread_views(len(cameras), views):
+        rays = np.concatenate([t.numpy() for t in image_rays(cameras, i)], axis=1)
+        hit = caster.cast_rays(o3d.core.Tensor(rays.astype(np.float32)))["primitive_ids"].numpy()
+        seen[components[hit[hit != caster.INVALID_ID]]] = True
+    return seen[components]
+
+
+def drop_hidden(mesh: o3d.geometry.TriangleMesh, cameras: Cameras) -> o3d.geometry.TriangleMesh:
+    """Remove the connected components that no camera sees (surfaces inside others, e.g. around the soft interior
+    density of a trained object). Modifies and returns `mesh`."""
+    if len(mesh.triangles):
+        mesh.remove_triangles_by_mask(~seen_components(mesh, cameras))
+        mesh.remove_unreferenced_vertices()
     return mesh
 
 

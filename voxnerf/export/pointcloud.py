@@ -1,10 +1,9 @@
 """Surface point clouds with colors and normals, from the grid's iso-surface or from rendered depth.
 
 "grid" (the default) samples the opacity iso-surface that `mesh.field_mesh` extracts, uniformly by area; its
-points inherit the mesh's head-on colors and normals. "depth" back-projects the expected depth of every training
-pixel that sees a surface, with the rendered color and the density-gradient normal. On toy scenes the grid
-points lie closer to the true surface: expected depth is a mean along the ray, pulled off the surface where a
-pixel straddles a silhouette (see tests/test_export.py).
+points inherit the mesh's head-on colors and normals. "depth" back-projects the median depth (see `depth`) of
+every training pixel that sees a surface, with the rendered color and the density-gradient normal. On toy scenes
+the grid points lie closer to the true surface (see tests/test_export.py).
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ import open3d as o3d
 
 from voxnerf.errors import VoxnerfError
 from voxnerf.export.depth import background_of, rendered_views, training_cameras
-from voxnerf.export.mesh import crop, field_mesh
+from voxnerf.export.mesh import crop, drop_hidden, field_mesh
 from voxnerf.export.query import density_normals
 from voxnerf.run import Run
 
@@ -25,8 +24,9 @@ OUTLIER_STD = 2.0  # points whose mean neighbor distance exceeds the average by 
 
 def grid_points(run: Run, box_world: np.ndarray, count: int, samples: int | None = None, level: float = 0.5,
                 seed: int = 0, progress: bool = False) -> o3d.geometry.PointCloud:
-    """`count` points on the opacity iso-surface inside the world box (2, 3), with colors and normals."""
-    mesh = field_mesh(run, box_world, samples, level, progress)
+    """`count` points on the opacity iso-surface inside the world box (2, 3), with colors and normals; parts of
+    the surface that no training camera sees are left out."""
+    mesh = drop_hidden(field_mesh(run, box_world, samples, level, progress), training_cameras(run))
     if len(mesh.triangles) == 0:
         return o3d.geometry.PointCloud()
     o3d.utility.random.seed(seed)

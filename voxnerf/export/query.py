@@ -37,6 +37,33 @@ def log_density(field: RadianceField, x: np.ndarray) -> np.ndarray:
     return out
 
 
+def box_span(origins: np.ndarray, dirs: np.ndarray, box: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Entry and exit distances (R,) of rays (R, 3) through an axis-aligned box (2, 3); exit <= entry: a miss."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t0, t1 = (box[0] - origins) / dirs, (box[1] - origins) / dirs
+    near = np.nanmax(np.minimum(t0, t1), axis=1).clip(min=0)
+    far = np.nanmin(np.maximum(t0, t1), axis=1)
+    return near, far
+
+
+def densities_along(field: RadianceField, origins: np.ndarray, dirs: np.ndarray, near: np.ndarray,
+                    far: np.ndarray, step: float) -> tuple[np.ndarray, np.ndarray]:
+    """Densities at mid-step samples of rays between near and far (as `log_density` sees them).
+
+    Args:
+        field: the radiance field.
+        origins, dirs: (R, 3) unit-box rays, dirs unit length.
+        near, far: (R,) distances along each ray; samples at near + (k + 0.5) * step below far.
+        step: sample spacing (unit-box length).
+    Returns:
+        t (R, N) sample distances and sigma (R, N) float64 densities, zero past each ray's far.
+    """
+    t = near[:, None] + (np.arange(max(int(np.ceil((far - near).max(initial=0) / step)), 1)) + 0.5) * step
+    x = origins[:, None] + t[..., None] * dirs[:, None]
+    sigma = np.exp(log_density(field, x.reshape(-1, 3)).astype(np.float64)).reshape(t.shape)
+    return t, np.where(t < far[:, None], sigma, 0.0)
+
+
 def density_normals(field: RadianceField, x: np.ndarray) -> np.ndarray:
     """Outward unit normals (N, 3): the negated, normalized gradient of sigma at unit-box points x (N, 3).
 

@@ -2,9 +2,9 @@
 
 The alternative to the density iso-surface for real scenes, where density is noisy but rendered depth is not.
 open3d wants z-depth in the camera frame and world-to-camera extrinsics in the OpenCV convention; our cameras
-are OpenCV already, and the rendered depth (distance along the unit ray) becomes z-depth by the ray's cosine with
-the optical axis. open3d's pinhole model puts pixel centers at integers, ours at +0.5: the principal point is
-shifted by half a pixel. Lens distortion is ignored (fusion of distorted views is approximate).
+are OpenCV already, and the median depth of a surface pixel (distance along the unit ray, see `depth`) becomes
+z-depth by the ray's cosine with the optical axis. open3d's pinhole model puts pixel centers at integers, ours at
++0.5: the principal point is shifted by half a pixel. Lens distortion is ignored (fusion of distorted views is approximate).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ BLOCK_COUNT = 40_000  # initial capacity of the voxel-block hash map (8^3 voxels
 def z_depth(sv: SurfaceView, c2w: np.ndarray) -> np.ndarray:
     """(H, W) float32 camera-frame z of the surface pixels (0 elsewhere): depth along the ray * cos(ray, axis)."""
     h, w = sv.view.depth.shape
-    z = sv.view.depth.reshape(-1) * (sv.dirs @ c2w[:, 2])
+    z = sv.depth * (sv.dirs @ c2w[:, 2])
     return np.where(sv.surface, z, 0.0).reshape(h, w).astype(np.float32)
 
 

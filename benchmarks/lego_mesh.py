@@ -1,0 +1,97 @@
+"""The lego_100 mesh figure (docs/export_lego.png) and its numbers: density meshes at the fixed and the automatic
+level, scored against the scene's test views.
+
+    voxnerf train ../shared/data/nerf_synthetic/lego_100 --config fast-cpu --max-time 300 --out runs/lego
+    python benchmarks/lego_mesh.py runs/lego --png docs/export_lego.png
+
+For each level it prints the mesh's vertex and face counts, its topology (connected components, boundary and
+non-manifold edges, open3d's watertight test), the export time, and two scores on the test views: the IoU of the
+mesh's silhouette (open3d ray casting) with the ground-truth alpha > 0.5, and the PSNR of the mesh's interpolated
+vertex colors against the ground-truth colors where both cover a pixel. The PNG shows the automatic-level mesh
+from near the first test camera, rendered by `voxnerf.export.view.screenshot`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import open3d as o3d
+
+from voxnerf.data import load_scene
+from voxnerf.export import export_mesh
+from voxnerf.export.box import crop_box
+from voxnerf.export.level import DEFAULT_LEVEL, auto_level
+from voxnerf.export.view import screenshot, viewpoint
+from voxnerf.rays import image_rays
+from voxnerf.run import Run, load_run
+from voxnerf.scene import Scene
+
+EVERY = 8  # score every 8th test view
+
+
+def topology(mesh: o3d.geometry.TriangleMesh) -> dict:
+    """Counts of vertices, faces, components, boundary edges (one face) and non-manifold edges (3+ faces)."""
+    edges = np.sort(np.asarray(mesh.triangles)[:, [0, 1, 1, 2, 2, 0]].reshape(-1, 2), axis=1)
+    _, faces_per_edge = np.unique(edges, axis=0, return_counts=True)
+    return {"vertices": len(mesh.vertices), "faces": len(mesh.triangles),
+            "components": len(mesh.cluster_connected_triangles()[1]),
+            "boundary_edges": int((faces_per_edge == 1).sum()), "nonmanifold_edges": int((faces_per_edge > 2).sum()),
+            "open3d_watertight": bool(mesh.is_watertight())}
+
+
+def view_scores(mesh: o3d.geometry.TriangleMesh, scene: Scene) -> dict:
+    """Silhouette IoU and vertex-color PSNR of the mesh against every EVERY-th test view of the scene."""
+    caster = o3d.t.geometry.RaycastingScene()
+    caster.add_triangles(o3d.t.geometry.TriangleMesh.from_legacy(mesh))
+    triangles, colors = np.asarray(mesh.triangles), np.asarray(mesh.vertex_colors)
+    inter = union = 0
+    errors = []
+    for i in scene.split_indices("test")[::EVERY]:
+        origins, dirs = (t.numpy() for t in image_rays(scene.cameras, i))
+        hits = caster.cast_rays(o3d.core.Tensor(np.concatenate([origins, dirs], 1).astype(np.float32)))
+        image = scene.images[i].reshape(-1, 4).astype(np.float64) / 255
+        hit, truth = np.isfinite(hits["t_hit"].numpy()), image[:, 3] > 0.5
+        inter, union = inter + (hit & truth).sum(), union + (hit | truth).sum()
+        both = hit & truth
+        uv = hits["primitive_uvs"].numpy()[both]
+        weights = np.stack([1 - uv.sum(1), uv[:, 0], uv[:, 1]], 1)
+        color = (colors[triangles[hits["primitive_ids"].numpy()[both]]] * weights[..., None]).sum(1)
+        errors.append((color - image[both, :3]) ** 2)
+    return {"silhouette_iou": round(float(inter / union), 4),
+            "color_psnr": round(float(-10 * np.log10(np.concatenate(errors).mean())), 2)}
+
+
+def measure(run: Run, scene: Scene, level: float, out: Path) -> tuple[o3d.geometry.TriangleMesh, dict]:
+    """Export the density mesh at `level` to `out`, time it, and score it."""
+    start = time.perf_counter()
+    mesh = export_mesh(run, out, level=level)
+    seconds = time.perf_counter() - start
+    return mesh, {"level": round(level, 4), "export_s": round(seconds, 2), **topology(mesh), **view_scores(mesh, scene)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run", type=Path, help="a run trained on lego_100")
+    parser.add_argument("--png", type=Path, default=Path("docs/export_lego.png"))
+    parser.add_argument("--mesh", type=Path, default=None, help="where to write the automatic-level mesh "
+                                                               "(default: RUN/mesh_auto.ply)")
+    args = parser.parse_args()
+    run = load_run(args.run)
+    scene = load_scene(run.scene["root"])
+    start = time.perf_counter()
+    chosen = auto_level(run, crop_box(run))
+    level_s = time.perf_counter() - start
+    _, fixed = measure(run, scene, DEFAULT_LEVEL, args.run / "mesh_fixed.ply")
+    mesh, auto = measure(run, scene, chosen.level, args.mesh or args.run / "mesh_auto.ply")
+    auto |= {"level_s": round(level_s, 2), "level_iou": round(chosen.iou, 4), "level_rays": chosen.rays}
+    test = scene.cameras.subset(scene.split_indices("test")[:1])
+    screenshot([mesh], args.png, viewpoint(run, test), width=800, height=600, zoom=0.7)
+    print(json.dumps({"fixed": fixed, "auto": auto, "png": str(args.png)}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""The opacity level of a density mesh chosen from the run's own rendering (`--level auto`).
+
+A trained field's density is soft: a surface spreads over several voxels and its peak per-voxel opacity often
+stays below 0.5, so the fixed level leaves holes where rendering shows a solid surface. The automatic level is the
+one whose iso-surface has the silhouettes the field renders from its training cameras. A ray crosses the
+iso-surface sigma = s where the largest density along it exceeds s; the field renders a surface on that ray where
+its accumulated opacity exceeds SURFACE_OPACITY. Over a sample of training rays, the chosen s maximizes the IoU of
+these two sets of rays; where several levels do equally well, the default 0.5 is kept if it is among them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from tqdm import tqdm
+
+from voxnerf.export.depth import SURFACE_OPACITY, spread_views, training_cameras
+from voxnerf.export.query import box_span, densities_along, opacity_to_density
+from voxnerf.field import RadianceField
+from voxnerf.rays import image_rays
+from voxnerf.run import Run
+
+DEFAULT_LEVEL = 0.5  # per-voxel opacity iso value (NSVF, SVRaster)
+MAX_VIEWS = 16  # training views sampled (evenly spaced)
+RAYS_PER_VIEW = 1024  # random pixels per view
+STEP_RATIO = 0.5  # samples along a ray every STEP_RATIO cells (as the renderer marches)
+RAY_CHUNK = 256
+
+
+@dataclass
+class AutoLevel:
+    """The chosen level and how well its silhouettes agree with the rendered ones.
+
+    Attributes:
+        level: per-voxel opacity iso value, in (0, 1).
+        iou: IoU of the rays that cross the iso-surface and the rays rendered as surface.
+        rays: rays sampled.
+    """
+
+    level: float
+    iou: float
+    rays: int
+
+
+def camera_rays(run: Run, views: int = MAX_VIEWS, per_view: int = RAYS_PER_VIEW,
+                seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Random pixel rays of evenly spaced training views, in unit-box coordinates.
+
+    Returns:
+        origins (R, 3) and unit directions (R, 3), float64, R <= views * per_view.
+    """
+    cameras = training_cameras(run)
+    rng = np.random.default_rng(seed)
+    origins, dirs = [], []
+    for i in spread_views(len(cameras), views):
+        o, d = (t.numpy().astype(np.float64) for t in image_rays(cameras, i))
+        pick = rng.choice(len(o), min(per_view, len(o)), replace=False)
+        origins.append(run.to_unit(o[pick]))
+        dirs.append(run.to_unit(o[pick] + d[pick]) - origins[-1])
+    dirs = np.concatenate(dirs)
+    return np.concatenate(origins), dirs / np.linalg.norm(dirs, axis=1, keepdims=True)
+
+
+def ray_profiles(field: RadianceField, origins: np.ndarray, dirs: np.ndarray, box_unit: np.ndarray,
+                 step: float, progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The largest density and the accumulated opacity of each ray inside a unit-box region.
+
+    Args:
+        field: the radiance field (densities of unoccupied cells count as zero, as the renderer skips them).
+        origins, dirs: (R, 3) unit-box rays, dirs unit length.
+        box_unit: (2, 3) region; the ray is sampled at mid-steps between its entry and exit.
+        step: sample spacing (unit-box length).
+        progress: show a bar over the ray chunks.
+    Returns:
+        max_sigma (R,) and opacity (R,) = 1 - exp(-sum(sigma * step)), float64.
+    """
+    near, far = box_span(origins, dirs, box_unit)
+    max_sigma, opacity = np.zeros(len(origins)), np.zeros(len(origins))
+    for i in tqdm(range(0, len(origins), RAY_CHUNK), desc="sampling rays", unit="chunk", disable=not progress,
+                  leave=False):
+        rays = slice(i, i + RAY_CHUNK)
+        _, sigma = densities_along(field, origins[rays], dirs[rays], near[rays], far[rays], step)
+        max_sigma[rays] = sigma.max(1)
+        opacity[rays] = -np.expm1(-sigma.sum(1) * step)
+    return max_sigma, opacity
+
+
+def silhouette_density(max_sigma: np.ndarray, surface: np.ndarray, default: float) -> tuple[float, float]:
+    """The density threshold s whose crossing rays {max_sigma > s} best match the surface rays (IoU).
+
+    Args:
+        max_sigma: (R,) largest density along each ray.
+        surface: (R,) bool, rays rendered as surface.
+        default: the threshold to keep when it does as well as the best.
+    Returns:
+        s and its IoU. Among the best thresholds, s is `default` when it is one, else the geometric middle of the
+        best interval of thresholds nearest to it (half its upper end when that interval reaches zero).
+    """
+    order = np.argsort(-max_sigma, kind="stable")
+    m = np.append(max_sigma[order], 0.0)  # thresholds in [m[k], m[k - 1]) make the k densest rays cross
+    hits = np.cumsum(surface[order])
+    k = np.arange(1, len(order) + 1)
+    iou = hits / (k + surface.sum() - hits)
+    lo, hi = m[1:], m[:-1]
+    best = np.flatnonzero((iou >= iou.max()) & (lo < hi))
+    inside = (lo[best] <= default) & (default < hi[best])
+    if inside.any():
+        return float(default), float(iou.max())
+    middle = np.where(lo[best] > 0, np.sqrt(lo[best] * hi[best]), 0.5 * hi[best])
+    pick = np.argmin(np.abs(np.log(middle / default)))
+    return float(middle[pick]), float(iou.max())
+
+
+def auto_level(run: Run, box_world: np.ndarray, progress: bool = False) -> AutoLevel:
+    """The per-voxel opacity level whose iso-surface silhouettes best match the run's rendered training views.
+
+    Args:
+        run: the loaded run (its scene folder must still hold the training cameras).
+        box_world: (2, 3) world region that will be meshed; densities outside it are ignored.
+        progress: show a progress bar.
+    """
+    delta = run.field.grid.cell_size
+    origins, dirs = camera_rays(run)
+    max_sigma, opacity = ray_profiles(run.field, origins, dirs, run.to_unit(box_world), STEP_RATIO * delta,
+                                      progress)
+    s, iou = silhouette_density(max_sigma, opacity > SURFACE_OPACITY, opacity_to_density(DEFAULT_LEVEL, delta))
+    return AutoLevel(float(-np.expm1(-s * delta)), iou, len(origins))
