@@ -38,7 +38,6 @@ class RaySampler:
         self.device = device
         self.cameras = scene.cameras.subset(indices)
         self.full = premultiplied([scene.rgba(i) for i in indices])
-        self.has_alpha = scene.has_alpha
         self.center = torch.as_tensor(space.center, dtype=torch.float32, device=device)
         self.scale = space.scale
         self._levels: dict[float, tuple[torch.Tensor, dict[str, torch.Tensor]]] = {}
@@ -64,7 +63,9 @@ class RaySampler:
 
         Returns:
             dict with origins (n, 3) and dirs (n, 3) in the unit box, target (n, 3) composited on `background`
-            (n, 3): random colors when images have alpha, else zeros (and targets are the opaque pixels).
+            (n, 3) of random colors. Where pixels are transparent the field must learn to let the background
+            through; where they are opaque (all of an opaque photo's pixels) the background is not in the target,
+            so a ray that is not fully opaque is penalized: the field cannot fake dark colors with transparency.
         """
         images, cams = self.level(scale)
         k, _, h, w = images.shape
@@ -76,10 +77,7 @@ class RaySampler:
         uv = torch.stack([u, v], -1).float() + 0.5
         dist = cams["distortion"][img] if cams["distortion"] is not None else None
         origins, dirs = pixel_rays(cams["c2w"][img], cams["intrinsics"][img], dist, uv)
-        if self.has_alpha:
-            background = torch.rand(n, 3, generator=generator, device=dev).to(self.device)
-        else:
-            background = torch.zeros(n, 3, device=self.device)
+        background = torch.rand(n, 3, generator=generator, device=dev).to(self.device)
         target = rgba[:, :3] + (1 - rgba[:, 3:]) * background
         return {"origins": (origins - self.center) * self.scale, "dirs": dirs, "target": target,
                 "background": background}

@@ -109,6 +109,15 @@ class Space:
             return p @ self._rotation(g).T
         return g
 
+    def displayable(self, g: torch.Tensor) -> torch.Tensor:
+        """(N,) bool: grid points whose unit-box points are finite enough to show (the inner box when contracted,
+        nearer than NDC z = 0.9, everything in a box)."""
+        if self.kind == "contract":
+            return g.abs().amax(-1) <= 0.5
+        if self.kind == "ndc":
+            return g[:, 2] < 0.9
+        return torch.ones(len(g), dtype=torch.bool, device=g.device)
+
     def world_step_scale(self, g: torch.Tensor) -> torch.Tensor:
         """(N,) unit-box length per grid length along a ray through grid points g (N, 3), radially.
 

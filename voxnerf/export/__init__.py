@@ -23,7 +23,7 @@ import numpy as np
 import open3d as o3d
 
 from voxnerf.errors import VoxnerfError
-from voxnerf.export.box import crop_box
+from voxnerf.export.box import crop_box, require_box_space
 from voxnerf.export.level import DEFAULT_LEVEL, auto_level
 from voxnerf.export.depth import training_cameras
 from voxnerf.export.mesh import clean_mesh, crop, drop_hidden, field_mesh
@@ -66,6 +66,7 @@ def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int
     box = crop_box(run, bbox)
     samples = samples or run.field.grid.resolution
     if method == "density":
+        require_box_space(run, "--method density", "--method tsdf")
         mesh = field_mesh(run, box, samples, level, progress)
     else:
         mesh = crop(fuse(run, 2.0 / samples / run.scale, progress=progress), box)
@@ -81,6 +82,8 @@ def export_pointcloud(run: Run, out: str | Path, source: str = "grid", count: in
                       outliers: bool = True, progress: bool = False) -> o3d.geometry.PointCloud:
     """Write a surface point cloud (PLY, world units, colors and normals); see `pointcloud.surface_points`."""
     out = check_output(out, POINTCLOUD_FORMATS, "--pointcloud")
+    if source == "grid":
+        require_box_space(run, "--source grid", "--source depth")
     pcd = surface_points(run, crop_box(run, bbox), source, count, samples, level, outliers, progress)
     write_pointcloud(pcd, out)
     return pcd

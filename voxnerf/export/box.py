@@ -32,3 +32,11 @@ def crop_box(run: Run, bbox: np.ndarray | None = None) -> np.ndarray:
         raise VoxnerfError(f"--bbox: the box misses the trained volume (world {grid[0].round(3).tolist()} to "
                            f"{grid[1].round(3).tolist()})")
     return box
+
+
+def require_box_space(run: Run, what: str, instead: str) -> None:
+    """Density-lattice exports sample the unit box as the grid: a VoxnerfError for contracted / NDC runs."""
+    kind = run.field.space.kind
+    if kind != "box":
+        raise VoxnerfError(f"{what} needs a bounded (box) run; {run.path} was trained in a {kind} space "
+                           f"(unbounded or forward-facing scene): use {instead}")

@@ -122,7 +122,10 @@ def rendered_views(run: Run, cameras: Cameras, progress: bool = False) -> Iterat
         view = render_view(run.field, cameras, i, background, run.config.render, device)
         origins, dirs = (t.numpy().astype(np.float64) for t in image_rays(cameras, i))
         surface = view.opacity.reshape(-1) > SURFACE_OPACITY
-        depth = np.zeros(len(origins))
-        depth[surface] = median_depth(run, origins[surface], dirs[surface])
+        if run.field.space.kind == "box":
+            depth = np.zeros(len(origins))
+            depth[surface] = median_depth(run, origins[surface], dirs[surface])
+        else:  # the median-depth march covers the unit box only: contracted / NDC runs keep the rendered depth
+            depth = np.where(surface, view.depth.reshape(-1).astype(np.float64), 0.0)
         surface &= depth > 0
         yield SurfaceView(i, view, origins, dirs, surface, np.nan_to_num(depth))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm import tqdm
 
+from voxnerf.export.box import require_box_space
 from voxnerf.export.depth import SURFACE_OPACITY, spread_views, training_cameras
 from voxnerf.export.query import box_span, densities_along, opacity_to_density
 from voxnerf.field import RadianceField
@@ -120,6 +121,7 @@ def auto_level(run: Run, box_world: np.ndarray, progress: bool = False) -> AutoL
         box_world: (2, 3) world region that will be meshed; densities outside it are ignored.
         progress: show a progress bar.
     """
+    require_box_space(run, "--level auto", "--method tsdf or --source depth")
     delta = run.field.grid.cell_size
     origins, dirs = camera_rays(run)
     max_sigma, opacity = ray_profiles(run.field, origins, dirs, run.to_unit(box_world), STEP_RATIO * delta,

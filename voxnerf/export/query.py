@@ -32,7 +32,7 @@ def log_density(field: RadianceField, x: np.ndarray) -> np.ndarray:
     out = np.empty(len(x), np.float32)
     for i in range(0, len(x), CHUNK):
         xc = torch.as_tensor(x[i:i + CHUNK], dtype=torch.float32, device=_device(field))
-        sigma = field.density(xc) * field.grid.is_occupied(xc)
+        sigma = field.density(xc) * field.grid.is_occupied(field.space.to_grid(xc))
         out[i:i + CHUNK] = torch.log(sigma).clamp_min(LOG_EMPTY).cpu().numpy()
     return out
 

@@ -42,12 +42,14 @@ def colormap(values: np.ndarray) -> np.ndarray:
 
 
 def occupied_cells(run: Run) -> tuple[np.ndarray, np.ndarray]:
-    """Integer coordinates (K, 3) of the occupied cells and their opacity (K,) at its highest point in the cell."""
+    """Integer coordinates (K, 3) of the occupied cells and their opacity (K,) at its highest point in the cell;
+    in a contracted or NDC space, only the cells the space can show (`Space.displayable`)."""
     grid = run.field.grid
-    cells = grid.layout.slot_vertices()[grid.occupied].cpu().numpy()
+    vertices = grid.layout.slot_vertices()
+    shown = grid.occupied & run.field.space.displayable((vertices.float() + 0.5) * grid.cell_size - 1)
     with torch.no_grad():
-        sigma = run.field.activate(grid.cell_max_density()[grid.occupied])
-    return cells, (1 - torch.exp(-sigma * grid.cell_size)).cpu().numpy()
+        sigma = run.field.activate(grid.cell_max_density()[shown])
+    return vertices[shown].cpu().numpy(), (1 - torch.exp(-sigma * grid.cell_size)).cpu().numpy()
 
 
 def cell_colors(run: Run, cells: np.ndarray, alpha: np.ndarray, coloring: str) -> np.ndarray:
@@ -55,9 +57,14 @@ def cell_colors(run: Run, cells: np.ndarray, alpha: np.ndarray, coloring: str) -
     centers averaged over the six axis view directions."""
     if coloring == "density":
         return colormap(alpha)
-    centers = (cells + 0.5) * run.field.grid.cell_size - 1
+    centers = grid_to_unit(run, (cells + 0.5) * run.field.grid.cell_size - 1)
     colors = [head_on_colors(run.field, centers, np.broadcast_to(-d, centers.shape)) for d in AXES]
     return np.mean(colors, axis=0)
+
+
+def grid_to_unit(run: Run, g: np.ndarray) -> np.ndarray:
+    """Grid coordinates (N, 3) -> unit-box points (N, 3) through the run's space."""
+    return run.field.space.to_unit(torch.as_tensor(g, dtype=torch.float64)).numpy()
 
 
 def _keys(cells: np.ndarray, span: int) -> np.ndarray:
@@ -113,7 +120,7 @@ def voxel_mesh(run: Run, coloring: str = "density", level: str = "cells") -> o3d
         colors = np.stack([np.bincount(owner, colors[:, c]) for c in range(3)], -1) / np.bincount(owner)[:, None]
         size *= BRICK
     quads, owner = cube_faces(cells)
-    vertices = run.to_world(quads.reshape(-1, 3) * size - 1.0)
+    vertices = run.to_world(grid_to_unit(run, quads.reshape(-1, 3) * size - 1.0))
     first = 4 * np.arange(len(quads))[:, None]
     triangles = np.concatenate([first + [0, 1, 2], first + [0, 2, 3]])
     mesh = o3d.geometry.TriangleMesh(o3d.utility.Vector3dVector(vertices), o3d.utility.Vector3iVector(triangles))
