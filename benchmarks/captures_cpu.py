@@ -20,11 +20,12 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
+VIEWS, WIDTH = 48, 64  # 42 training and 6 test views of 64 x 48 pixels
 BACKGROUND_DEPTH = 5.0  # world units: the shell (15) and the wall (6) lie beyond, every object nearer
 CPU_OVERRIDES = [  # the auto-picked presets are sized for GPUs and large photos; a short CPU run stops at 128^3
     "levels=[{until: 0.15, resolution: 32, image_scale: 0.25}, {until: 0.4, resolution: 64, image_scale: 0.5},"
     " {until: 1.0, resolution: 128, image_scale: 1.0}]",
-    "occupancy.warmup_steps=30",
+    "occupancy.warmup_steps=60",
     "optim.target_samples=65536",
 ]
 
@@ -60,7 +61,7 @@ def run_one(scene_name: str, fmt: str, budget: float, eval_at: list[float], thre
     torch.set_num_threads(threads)
     scene_dir = root / f"{scene_name}_{fmt}"
     if not (scene_dir / "groundtruth.json").is_file():
-        voxnerf_scenes.make_capture(scene_name, scene_dir, fmt)
+        voxnerf_scenes.make_capture(scene_name, scene_dir, fmt, n_views=VIEWS, width=WIDTH)
     preset, _ = preset_for(load_scene(scene_dir, with_images=False))
     outcome = train_run(scene_dir, None, root / f"run_{scene_name}_{fmt}", overwrite=True, device="cpu",
                         sets=CPU_OVERRIDES + extra, max_time=budget, max_steps=10**9, threads=threads,

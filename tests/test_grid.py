@@ -168,3 +168,13 @@ def test_total_variation_is_zero_for_a_constant_grid_and_pulls_neighbours_togeth
         grid.density.fill_(3.0)
         grid.features.fill_(-1.0)
     assert [float(t) for t in grid.total_variation(rows)] == [0.0, 0.0]
+
+
+def test_occupancy_never_prunes_the_grid_empty():
+    field = sphere_field(32)
+    strat = strategy()
+    with torch.no_grad():
+        field.grid.density.fill_(-30.0)  # nothing anywhere reaches the threshold
+    strat.update_occupancy(field)
+    real = int(field.grid.layout.real_cells().sum())
+    assert int(field.grid.occupied.sum()) >= strat.occupancy.min_fraction * real > 0

@@ -29,6 +29,7 @@ class OccupancyConfig:
     update_every: int = 16  # steps between occupancy updates
     decay: float = 0.95  # running max: score = max(decay * score, current opacity)
     threshold: float = 1e-2  # a cell stays occupied while its max opacity over one step exceeds this
+    min_fraction: float = 0.01  # ...but at least this fraction of cells (the highest scores) stays occupied
 
 
 @dataclass

@@ -47,7 +47,17 @@ class TopologyStrategy:
         step = self.step_ratio * grid.cell_size * field.space.world_step_scale(centers)
         alpha = self.reduce_max(-torch.expm1(-field.activate(grid.cell_max_density()) * step))
         grid.score = torch.maximum(grid.score * self.occupancy.decay, alpha)
-        grid.set_occupied(grid.score > self.occupancy.threshold)
+        grid.set_occupied(self._occupied(grid.score, grid.layout.real_cells()))
+
+    def _occupied(self, score: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+        """(V,) bool: score above the threshold, or else the `min_fraction` highest scores of the real cells (a
+        grid pruned empty, e.g. when nothing grew past the threshold during warm-up, could never train again)."""
+        occupied = score > self.occupancy.threshold
+        floor = int(self.occupancy.min_fraction * int(real.sum()))
+        if int(occupied.sum()) >= floor or floor == 0:
+            return occupied
+        cutoff = torch.topk(score.masked_fill(~real, float("-inf")), floor).values[-1]
+        return score >= cutoff
 
     def step_post_backward(self, step: int, progress: float, field: RadianceField,
                            optimizer: torch.optim.Optimizer | None) -> bool:
