@@ -16,7 +16,7 @@ from voxnerf.errors import VoxnerfError
 from voxnerf.evaluate import View, render_view
 from voxnerf.run import Run, load_run
 from voxnerf.trainer import amp_dtype_for, resolve_device
-from voxnerf.video import depth_image, orbit_cameras, to_uint8, write_video
+from voxnerf.video import depth_image, orbit_cameras, sweep_cameras, to_uint8, write_video
 from voxnerf_cli.evaluate import run_scene
 
 
@@ -60,7 +60,9 @@ def render_run(run_dir: Path, split: str = "test", out: Path | None = None, vide
     for k, view in render_cameras(run, views, dev, quiet, f"{split} views"):
         result.images += write_view(result.folder, data.image_paths[indices[k]].stem, view)
     if video:
-        orbit = orbit_cameras(data.cameras.subset(data.split_indices("train")), run.center, frames)
+        train = data.cameras.subset(data.split_indices("train"))
+        forward = run.field.space.kind == "ndc"
+        orbit = sweep_cameras(train, frames) if forward else orbit_cameras(train, run.center, frames)
         pictures = [to_uint8(view.rgb) for _, view in render_cameras(run, orbit, dev, quiet, "orbit")]
         result.video = write_video(pictures, result.folder.parent / "orbit.mp4")
     return result

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from voxnerf.video import depth_image, orbit_cameras
+from voxnerf.normalize import mean_pose
+from voxnerf.video import depth_image, orbit_cameras, sweep_cameras
 
 
 def test_orbit_circles_the_center_at_the_cameras_distance_and_elevation_looking_at_it(make_scene):
@@ -26,3 +27,18 @@ def test_depth_picture_is_bright_near_dark_far_and_black_where_nothing_was_hit()
     picture = depth_image(depth, opacity)
     assert picture.dtype == np.uint8
     assert picture[0, 0] > picture[0, 1] > picture[0, 2] > 0 and picture[0, 3] == 0
+
+
+def test_sweep_stays_in_the_mean_image_plane_looking_the_mean_way():
+    from test_space import forward_cameras
+
+    cams = forward_cameras()
+    center, rotation = mean_pose(cams)
+    sweep = sweep_cameras(cams, 12)
+    np.testing.assert_allclose(sweep.c2w[:, :, :3], np.broadcast_to(rotation, (12, 3, 3)))
+    offsets = sweep.centers - center
+    np.testing.assert_allclose(offsets @ rotation[:, 2], 0, atol=1e-12)  # no move along the view
+    radius = np.linalg.norm(offsets, axis=-1)
+    np.testing.assert_allclose(radius, radius[0])
+    spread = np.linalg.norm((cams.centers - center) @ rotation[:, :2], axis=-1).mean()
+    assert radius[0] == np.float64(spread)

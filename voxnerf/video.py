@@ -8,6 +8,7 @@ import imageio.v3 as iio
 import numpy as np
 
 from voxnerf.cameras import Cameras
+from voxnerf.normalize import mean_pose
 
 
 def world_up(cameras: Cameras) -> np.ndarray:
@@ -48,6 +49,25 @@ def orbit_cameras(cameras: Cameras, center: np.ndarray, n: int, like: int = 0) -
     ring = np.cos(azimuth)[:, None] * e1 + np.sin(azimuth)[:, None] * e2
     eyes = center + distance * (np.cos(elevation) * ring + np.sin(elevation) * up)
     c2w = np.stack([look_at(eye, center, up) for eye in eyes])
+    return Cameras(c2w, np.tile(cameras.intrinsics[like], (n, 1)), np.tile(cameras.sizes[like], (n, 1)),
+                   np.zeros((n, 4)))
+
+
+def sweep_cameras(cameras: Cameras, n: int, like: int = 0) -> Cameras:
+    """n cameras for a forward-facing scene: the mean pose moved around a circle in its image plane, as wide as
+    the cameras' spread, all looking the mean way (an orbit would look away from the scene).
+
+    Args:
+        cameras: the scene's cameras (training views).
+        n: number of cameras, evenly spaced around the circle.
+        like: index of the camera whose intrinsics and image size every camera copies.
+    """
+    center, rotation = mean_pose(cameras)
+    offsets = (cameras.centers - center) @ rotation[:, :2]
+    radius = float(np.linalg.norm(offsets, axis=-1).mean())
+    angle = np.linspace(0.0, 2 * np.pi, n, endpoint=False)
+    eyes = center + radius * (np.cos(angle)[:, None] * rotation[:, 0] + np.sin(angle)[:, None] * rotation[:, 1])
+    c2w = np.concatenate([np.broadcast_to(rotation, (n, 3, 3)), eyes[:, :, None]], -1)
     return Cameras(c2w, np.tile(cameras.intrinsics[like], (n, 1)), np.tile(cameras.sizes[like], (n, 1)),
                    np.zeros((n, 4)))
 
