@@ -50,7 +50,8 @@ class Space:
             infinity, this only bounds the marching).
         ndc_rotation: ndc: (3, 3) camera-to-world rotation of the reference camera (OpenCV axes).
         ndc_projection: ndc: (4,) ax, ay, bx, by with NDC x = ax * X / Z + bx, y = ay * Y / Z + by in the
-            reference camera's frame (ax = 2 fx / width, bx = 2 cx / width - 1).
+            reference camera's frame (for one pinhole camera ax = 2 fx / width, bx = 2 cx / width - 1;
+            `voxnerf.normalize.ndc_space` widens it until every training ray falls inside).
     """
 
     kind: str = "box"
