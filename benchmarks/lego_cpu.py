@@ -19,8 +19,6 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
-
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data" / "nerf_synthetic" / "lego_100"
 VIEW_STRIDE = 25  # test views r_0, r_25, ..., r_175

@@ -30,6 +30,7 @@ from tqdm import tqdm
 from voxnerf.cameras import Cameras, focal_from_fov, opengl_to_opencv
 from voxnerf.errors import SceneError, VoxnerfError
 from voxnerf.rays import image_rays
+from voxnerf.video import look_at as camera_looking_at
 from voxnerf_scenes.catalog import get
 from voxnerf_scenes.reference import render_rays
 from voxnerf_scenes.toy import SCENE_RADIUS, ToyScene
@@ -47,10 +48,7 @@ def look_at(position: np.ndarray, target: np.ndarray = ORIGIN) -> np.ndarray:
     """(3, 4) OpenCV camera-to-world of a camera at `position` (3,) looking at `target` (3,), +z up in the image."""
     forward = (target - position) / np.linalg.norm(target - position)
     up = WORLD_UP if np.linalg.norm(np.cross(forward, WORLD_UP)) > 1e-6 else np.array([0.0, 1.0, 0.0])
-    right = np.cross(forward, up)
-    right /= np.linalg.norm(right)
-    down = np.cross(forward, right)
-    return np.stack([right, down, forward, position], axis=1)
+    return camera_looking_at(position, target, up)
 
 
 def orbit_cameras(n: int, size: int, seed: int) -> Cameras:

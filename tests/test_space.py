@@ -1,8 +1,6 @@
 """Spaces (box, contracted, NDC): the maps are inverse pairs, NDC rays follow the points they pass, and marching
 through a contracted grid integrates the same field as a dense march in the world."""
 
-import math
-
 import numpy as np
 import pytest
 import torch
@@ -137,8 +135,7 @@ def test_field_density_takes_unit_box_points_in_every_space(kind):
 def test_a_fresh_contracted_field_starts_equally_transparent_per_step_everywhere():
     field = RadianceField(FieldConfig(resolution=32, feature_dim=4), space=Space("contract"))
     grid = field.grid
-    centers = (grid.layout.slot_vertices().float() + 0.5) * grid.cell_size - 1
-    stretch = field.space.world_step_scale(centers)
+    stretch = field.space.world_step_scale(grid.layout.cell_centers())
     alpha = -torch.expm1(-field.activate(grid.cell_max_density()) * grid.cell_size * stretch)
     real = grid.layout.real_cells() & (stretch < 500)  # the outermost cells keep a learnable density
     assert alpha[real].max() < 2 * alpha[real].min()

@@ -81,7 +81,7 @@ def test_learned_occupancy_matches_ground_truth_iou_above_0_9(trained):
 
 
 def _train_cmd(scene: Path, out: Path, extra: list[str]) -> list[str]:
-    sets = ["--set", f"field.resolution=16", "--set", "occupancy.warmup_steps=50",
+    sets = ["--set", "field.resolution=16", "--set", "occupancy.warmup_steps=50",
             "--set", "levels=" + json.dumps(TOY_CONFIG["levels"]),
             "--set", "optim=" + json.dumps(TOY_CONFIG["optim"]), "--set", "checkpoint_every=25"]
     return [sys.executable, "-m", "voxnerf", "train", str(scene), "--out", str(out), "--max-steps", "300",

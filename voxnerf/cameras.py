@@ -49,6 +49,16 @@ class Cameras:
         """(N, 3) unit viewing directions (the camera z axis) in world coordinates."""
         return self.c2w[:, :, 2] / np.linalg.norm(self.c2w[:, :, 2], axis=-1, keepdims=True)
 
+    def corner_rays(self) -> np.ndarray:
+        """(N, 4, 3) world directions through the four corners of each image, scaled to a camera z of 1:
+        `centers[:, None] + depth * corner_rays()` are the corners at z-depth `depth`."""
+        fx, fy, cx, cy = self.intrinsics.T
+        w, h = self.sizes.T
+        xs = np.stack([-cx / fx, (w - cx) / fx], -1)
+        ys = np.stack([-cy / fy, (h - cy) / fy], -1)
+        corners = np.stack(np.broadcast_arrays(xs[:, :, None], ys[:, None, :], np.ones((len(self), 1, 1))), -1)
+        return np.einsum("nij,nkj->nki", self.c2w[:, :, :3], corners.reshape(len(self), 4, 3))
+
     def subset(self, index: np.ndarray) -> "Cameras":
         """The cameras at `index` (any numpy index), as a new Cameras."""
         return Cameras(self.c2w[index], self.intrinsics[index], self.sizes[index], self.distortion[index])

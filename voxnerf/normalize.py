@@ -68,12 +68,7 @@ def ndc_space(cameras: Cameras, near: float) -> Space:
 def _ndc_window(cameras: Cameras, space: Space) -> tuple[np.ndarray, np.ndarray]:
     """(2,) min and max of X/Z, Y/Z (reference frame) over every camera's corner rays, from the near plane to
     infinity: the window the NDC grid must span."""
-    fx, fy, cx, cy = cameras.intrinsics.T
-    w, h = cameras.sizes.T
-    xs = np.stack([-cx / fx, (w - cx) / fx], -1)
-    ys = np.stack([-cy / fy, (h - cy) / fy], -1)
-    corners = np.stack(np.broadcast_arrays(xs[:, :, None], ys[:, None, :], np.ones((len(cameras), 1, 1))), -1)
-    dirs = np.einsum("nij,nkj->nki", cameras.c2w[:, :, :3], corners.reshape(len(cameras), 4, 3))
+    dirs = cameras.corner_rays()
     dirs /= np.linalg.norm(dirs, axis=-1, keepdims=True)
     origins = np.repeat(space.world_to_unit(cameras.centers)[:, None], 4, 1)
     start, direction, _ = space.ndc_rays(torch.as_tensor(origins.reshape(-1, 3)), torch.as_tensor(dirs.reshape(-1, 3)))

@@ -6,7 +6,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from voxnerf.cameras import Cameras
 from voxnerf.rays import pixel_rays
 from voxnerf.scene import Scene
 from voxnerf.space import Space

@@ -110,6 +110,10 @@ class BrickIndex:
         base = self.brick_coords.unsqueeze(1) * BRICK
         return (base + LOCAL.to(base.device)).reshape(-1, 3)
 
+    def cell_centers(self) -> torch.Tensor:
+        """(V, 3) float grid coordinates (in [-1, 1]) of the center of the cell each row is the min corner of."""
+        return (self.slot_vertices().float() + 0.5) * (2.0 / self.resolution) - 1
+
     def real_cells(self) -> torch.Tensor:
         """(V,) bool, rows that are the min corner of a cell (vertex coordinates < R on every axis)."""
         return (self.slot_vertices() < self.resolution).all(-1)

@@ -43,8 +43,7 @@ class TopologyStrategy:
         a contracted shell, where one sample stands for a long stretch of the ray).
         """
         grid = field.grid
-        centers = (grid.layout.slot_vertices().float() + 0.5) * grid.cell_size - 1
-        step = self.step_ratio * grid.cell_size * field.space.world_step_scale(centers)
+        step = self.step_ratio * grid.cell_size * field.space.world_step_scale(grid.layout.cell_centers())
         alpha = self.reduce_max(-torch.expm1(-field.activate(grid.cell_max_density()) * step))
         grid.score = torch.maximum(grid.score * self.occupancy.decay, alpha)
         grid.set_occupied(self._occupied(grid.score, grid.layout.real_cells()))

@@ -249,11 +249,6 @@ def bounds_from_points(points: np.ndarray, percentile: float = 1.0) -> np.ndarra
 
 def bounds_from_frustums(cameras: Cameras, near: float, far: float) -> np.ndarray:
     """(2, 3) box holding every camera's view frustum between z-depths `near` and `far` (forward-facing scenes)."""
-    fx, fy, cx, cy = cameras.intrinsics.T
-    w, h = cameras.sizes.T
-    xs = np.stack([-cx / fx, (w - cx) / fx], -1)
-    ys = np.stack([-cy / fy, (h - cy) / fy], -1)
-    corners = np.stack(np.broadcast_arrays(xs[:, :, None], ys[:, None, :], np.ones((len(cameras), 1, 1))), -1)
-    corners = corners.reshape(len(cameras), 1, 4, 3) * np.array([near, far])[None, :, None, None]
-    world = np.einsum("nij,nkpj->nkpi", cameras.c2w[:, :, :3], corners) + cameras.centers[:, None, None]
+    depths = np.array([near, far])[None, :, None, None]
+    world = cameras.centers[:, None, None] + depths * cameras.corner_rays()[:, None]
     return np.stack([world.reshape(-1, 3).min(0), world.reshape(-1, 3).max(0)])

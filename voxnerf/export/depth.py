@@ -53,7 +53,8 @@ class SurfaceView:
         origins: (H*W, 3) world ray origins.
         dirs: (H*W, 3) world unit ray directions.
         surface: (H*W,) bool, pixels that see a surface (rendered opacity > SURFACE_OPACITY and a median depth).
-        depth: (H*W,) median depth along the ray of the `surface` pixels in world units, 0 elsewhere.
+        depth: (H*W,) median depth along the ray of the `surface` pixels in world units (the rendered expected
+            depth for contracted / NDC runs), 0 elsewhere.
     """
 
     index: int

@@ -46,7 +46,7 @@ def occupied_cells(run: Run) -> tuple[np.ndarray, np.ndarray]:
     in a contracted or NDC space, only the cells the space can show (`Space.displayable`)."""
     grid = run.field.grid
     vertices = grid.layout.slot_vertices()
-    shown = grid.occupied & run.field.space.displayable((vertices.float() + 0.5) * grid.cell_size - 1)
+    shown = grid.occupied & run.field.space.displayable(grid.layout.cell_centers())
     with torch.no_grad():
         sigma = run.field.activate(grid.cell_max_density()[shown])
     return vertices[shown].cpu().numpy(), (1 - torch.exp(-sigma * grid.cell_size)).cpu().numpy()
