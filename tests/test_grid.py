@@ -178,3 +178,23 @@ def test_occupancy_never_prunes_the_grid_empty():
     strat.update_occupancy(field)
     real = int(field.grid.layout.real_cells().sum())
     assert int(field.grid.occupied.sum()) >= strat.occupancy.min_fraction * real > 0
+
+
+def test_cell_max_density_is_the_largest_interpolated_density_in_the_cell_after_every_relayout():
+    field = sphere_field(16)
+    grid = field.grid
+    with torch.no_grad():
+        grid.density.copy_(torch.randn(len(grid.density), generator=torch.Generator().manual_seed(3)))
+    for change in (None, lambda: grid.prune(grid.occupied), grid.subdivide):
+        if change is not None:
+            strategy().update_occupancy(field)
+            change_topology(grid, None, change)
+        cells = torch.nonzero(grid.layout.real_cells()).squeeze(-1)
+        vertices = grid.layout.slot_vertices()[cells]
+        corners = (vertices.unsqueeze(1) + torch.tensor([[i, j, k] for i in (0, 1) for j in (0, 1) for k in (0, 1)]))
+        x = corners.reshape(-1, 3).float() * grid.cell_size - 1
+        values = grid.density_at(*grid.stencil(x)).detach().view(-1, 8)
+        complete = (grid.layout.vertex_slots(corners) >= 0).all(-1)  # cells with a missing corner brick differ
+        expected = values.amax(-1)[complete]
+        assert torch.allclose(grid.cell_max_density()[cells][complete], expected, atol=1e-6)
+        assert bool((grid.cell_max_density()[~grid.layout.real_cells()] == float("-inf")).all())

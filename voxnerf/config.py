@@ -40,8 +40,8 @@ class OptimConfig:
     target_samples: int = 1 << 17  # samples per step; the ray batch is resized toward it
     min_rays: int = 1024
     max_rays: int = 8192
-    entropy_weight: float = 0.01  # binary-entropy penalty on ray opacity: no haze in front of the background (DVGO)
-    sparsity_weight: float = 2e-3  # L1 penalty on sample opacity (pushes empty space to zero density)
+    entropy_weight: float = 1e-3  # binary-entropy penalty on ray opacity: no haze in front of the background (DVGO)
+    sparsity_weight: float = 0.0  # L1 penalty on sample opacity (pushes empty space to zero density; erodes thin parts)
     distortion_weight: float = 0.0  # Mip-NeRF 360 distortion loss per ray: weight in one stretch (floaters, haze)
     tv_density: float = 0.0  # total variation on the raw density of random occupied vertices (smooths floaters)
     tv_features: float = 0.0  # total variation on their features

@@ -11,6 +11,7 @@ optimizer moments) from the old layout to the new one.
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Callable
 
 import torch
@@ -106,9 +107,24 @@ class BrickIndex:
         return (b * BRICK_VOLUME + local.view(-1, 8)).masked_fill_(~valid, 0), w * valid
 
     def slot_vertices(self) -> torch.Tensor:
-        """(V, 3) int64 vertex coordinates of every table row."""
+        """(V, 3) int64 vertex coordinates of every table row (computed once per layout; do not modify)."""
+        return self._slot_vertices
+
+    @cached_property
+    def _slot_vertices(self) -> torch.Tensor:
         base = self.brick_coords.unsqueeze(1) * BRICK
         return (base + LOCAL.to(base.device)).reshape(-1, 3)
+
+    def cell_corner_rows(self) -> torch.Tensor:
+        """(V, 8) int64 rows of the 8 corners of the cell each row is the min corner of, -1 where a corner's
+        brick is not allocated or the row names no cell (computed once per layout; do not modify)."""
+        return self._cell_corner_rows
+
+    @cached_property
+    def _cell_corner_rows(self) -> torch.Tensor:
+        v = self.slot_vertices().clamp_max(self.resolution - 1)
+        rows = self.vertex_slots(v.unsqueeze(1) + CORNERS.to(v.device))
+        return rows.masked_fill_(~self.real_cells().unsqueeze(1), -1)
 
     def cell_centers(self) -> torch.Tensor:
         """(V, 3) float grid coordinates (in [-1, 1]) of the center of the cell each row is the min corner of."""
@@ -116,6 +132,10 @@ class BrickIndex:
 
     def real_cells(self) -> torch.Tensor:
         """(V,) bool, rows that are the min corner of a cell (vertex coordinates < R on every axis)."""
+        return self._real_cells
+
+    @cached_property
+    def _real_cells(self) -> torch.Tensor:
         return (self.slot_vertices() < self.resolution).all(-1)
 
 
@@ -251,11 +271,8 @@ class SparseVoxelGrid(nn.Module):
 
         Trilinear interpolation is multilinear, so its maximum over a cell is at a corner: this is exact.
         """
-        real = self.layout.real_cells()
-        v = self.layout.slot_vertices().clamp_max(self.resolution - 1)
-        slots = self.layout.vertex_slots(v.unsqueeze(1) + CORNERS.to(v.device))
-        raw = self.density.detach()[slots.clamp_min(0)].masked_fill(slots < 0, float("-inf")).amax(-1)
-        return raw.masked_fill(~real, float("-inf"))
+        slots = self.layout.cell_corner_rows()
+        return self.density.detach()[slots.clamp_min(0)].masked_fill(slots < 0, float("-inf")).amax(-1)
 
     def set_occupied(self, occupied: torch.Tensor) -> None:
         """Replace the per-cell occupancy (V,) bool and refresh the brick-level summary."""
