@@ -23,8 +23,8 @@ from voxnerf.rays import image_rays
 from voxnerf.run import Run
 
 SURFACE_OPACITY = 0.5  # pixels more opaque than this see a surface
-STEP_RATIO = 0.5  # median depth: density samples every STEP_RATIO cells along the ray
-RAY_CHUNK = 256
+STEP_RATIO = 0.5  # density samples every STEP_RATIO cells along a ray (as the renderer marches)
+RAY_CHUNK = 256  # rays sampled at once
 UNIT_BOX = np.array([[-1.0] * 3, [1.0] * 3])
 
 

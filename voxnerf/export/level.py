@@ -16,7 +16,7 @@ import numpy as np
 from tqdm import tqdm
 
 from voxnerf.export.box import require_box_space
-from voxnerf.export.depth import SURFACE_OPACITY, spread_views, training_cameras
+from voxnerf.export.depth import RAY_CHUNK, STEP_RATIO, SURFACE_OPACITY, spread_views, training_cameras
 from voxnerf.export.query import box_span, densities_along, opacity_to_density
 from voxnerf.field import RadianceField
 from voxnerf.rays import image_rays
@@ -25,8 +25,6 @@ from voxnerf.run import Run
 DEFAULT_LEVEL = 0.5  # per-voxel opacity iso value (NSVF, SVRaster)
 MAX_VIEWS = 16  # training views sampled (evenly spaced)
 RAYS_PER_VIEW = 1024  # random pixels per view
-STEP_RATIO = 0.5  # samples along a ray every STEP_RATIO cells (as the renderer marches)
-RAY_CHUNK = 256
 
 
 @dataclass

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from voxnerf.field import RadianceField
+from voxnerf.march import ray_box
 
 CHUNK = 1 << 16
 
@@ -38,12 +39,10 @@ def log_density(field: RadianceField, x: np.ndarray) -> np.ndarray:
 
 
 def box_span(origins: np.ndarray, dirs: np.ndarray, box: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Entry and exit distances (R,) of rays (R, 3) through an axis-aligned box (2, 3); exit <= entry: a miss."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t0, t1 = (box[0] - origins) / dirs, (box[1] - origins) / dirs
-    near = np.nanmax(np.minimum(t0, t1), axis=1).clip(min=0)
-    far = np.nanmin(np.maximum(t0, t1), axis=1)
-    return near, far
+    """Entry (>= 0) and exit distances (R,) of rays (R, 3) through an axis-aligned box (2, 3), float64; exit <=
+    entry: a miss. The renderer's slab test (`march.ray_box`) on numpy arrays."""
+    near, far = ray_box(*(torch.as_tensor(np.asarray(a, np.float64)) for a in (origins, dirs, box[0], box[1])))
+    return near.numpy(), far.numpy()
 
 
 def densities_along(field: RadianceField, origins: np.ndarray, dirs: np.ndarray, near: np.ndarray,
