@@ -42,7 +42,7 @@ def background_psnr(run_dir: Path, scene_dir: Path) -> float:
     scene = load_scene(scene_dir)
     errors = []
     for i in scene.split_indices("test"):
-        view = render_view(run.field, scene.cameras, int(i), np.zeros(3), run.config.render, torch.device("cpu"))
+        view = render_view(run.model, scene.cameras, int(i), np.zeros(3), run.config.render, torch.device("cpu"))
         depth = np.load(scene_dir / "depth" / f"view_{int(i):03d}.npy")
         target = target_image(scene.images[i], np.zeros(3))
         errors.append(((view.rgb - target) ** 2)[depth > BACKGROUND_DEPTH])

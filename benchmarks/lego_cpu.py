@@ -6,6 +6,11 @@ not counted. Prints a Markdown table and writes JSON next to it.
 
     python benchmarks/lego_cpu.py                          # main run: 60/120/300 s
     python benchmarks/lego_cpu.py --ablations --budget 120 # progressive on/off, bf16 vs fp32, checkpointing
+    python benchmarks/lego_cpu.py --baseline HEAD~3 --repeats 2 --budget 120   # before/after, alternating runs
+
+With --baseline, the revision is checked out into a temporary git worktree and its own code and fast-cpu preset
+train in alternation with the working tree's (baseline, current, baseline, current, ...), so that both see the
+same machine; the table then has one row per run and the medians.
 """
 
 from __future__ import annotations
@@ -14,8 +19,11 @@ import argparse
 import json
 import platform
 import resource
+import os
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -25,7 +33,7 @@ VIEW_STRIDE = 25  # test views r_0, r_25, ..., r_175
 
 ABLATIONS = {
     "default": [],
-    "no progressive resolution": ["levels=[{until: 1.0, resolution: 128, image_scale: 1.0}]", "field.resolution=128"],
+    "no progressive resolution": ["levels=[{until: 1.0, resolution: 128, image_scale: 1.0}]"],
     "fp32 (no bf16 autocast)": ["precision=fp32"],
     "gradient checkpointing": ["render.checkpoint_chunk=16384"],
 }
@@ -66,14 +74,40 @@ def run_variant(config: str, budget: float, eval_at: list[float], overrides: lis
     }
 
 
-def spawn_variant(args, name: str, overrides: list[str]) -> dict:
+def spawn_variant(args, name: str, overrides: list[str], code: Path = REPO) -> dict:
+    """Train one variant in a child process, with the voxnerf package and configs of the checkout `code`."""
     out = Path(args.out) / name.replace(" ", "_").replace("(", "").replace(")", "")
-    cmd = [sys.executable, __file__, "--single", "--config", args.config, "--budget", str(args.budget),
+    config = args.config if code == REPO else str(code / "configs" / Path(args.config).name)
+    cmd = [sys.executable, __file__, "--single", "--config", config, "--budget", str(args.budget),
            "--eval-at", ",".join(str(t) for t in args.eval_at), "--threads", str(args.threads), "--out", str(out)]
     for o in overrides:
         cmd += ["--set", o]
-    subprocess.run(cmd, check=True)
+    subprocess.run(cmd, check=True, env={**os.environ, "PYTHONPATH": str(code)})
     return json.loads((out / "bench.json").read_text())
+
+
+def side_by_side(args) -> dict[str, dict]:
+    """Alternating runs of the baseline revision and the working tree (see the module docstring)."""
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        baseline = Path(tmp) / "baseline"
+        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(baseline), args.baseline],
+                       check=True, capture_output=True)
+        try:
+            for k in range(1, args.repeats + 1):
+                results[f"baseline {args.baseline} #{k}"] = spawn_variant(args, f"baseline_{k}", args.set, baseline)
+                results[f"this tree #{k}"] = spawn_variant(args, f"current_{k}", args.set)
+        finally:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(baseline)], check=True)
+    return results
+
+
+def medians(results: dict[str, dict], prefix: str) -> str:
+    """Median final PSNR and rays/s of the runs whose name starts with `prefix`."""
+    runs = [r for name, r in results.items() if name.startswith(prefix)]
+    psnr = statistics.median(r["final_psnr"] for r in runs)
+    rays = statistics.median(r["rays_per_s_median"] for r in runs)
+    return f"{prefix}: median final PSNR {psnr:.2f} dB, median rays/s {rays:.0f}"
 
 
 def table(results: dict[str, dict], eval_at: list[float]) -> str:
@@ -97,6 +131,8 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--set", action="append", default=[], help="config override KEY=VALUE (all variants)")
     p.add_argument("--ablations", action="store_true", help="also run the ablation variants")
+    p.add_argument("--baseline", help="a git revision to run side by side with the working tree")
+    p.add_argument("--repeats", type=int, default=1, help="with --baseline: runs of each")
     p.add_argument("--out", default=str(REPO / "runs" / "bench"))
     p.add_argument("--single", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -108,13 +144,19 @@ def main() -> None:
         result = run_variant(args.config, args.budget, args.eval_at, args.set, args.threads, out)
         (out / "bench.json").write_text(json.dumps(result, indent=2))
         return
-    variants = ABLATIONS if args.ablations else {"default": []}
-    results = {name: spawn_variant(args, name, args.set + extra) for name, extra in variants.items()}
+    if args.baseline:
+        results = side_by_side(args)
+    else:
+        variants = ABLATIONS if args.ablations else {"default": []}
+        results = {name: spawn_variant(args, name, args.set + extra) for name, extra in variants.items()}
     report = {"machine": f"{platform.processor() or platform.machine()}, {args.threads} threads",
               "config": args.config, "overrides": args.set, "budget": args.budget, "results": results}
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "results.json").write_text(json.dumps(report, indent=2))
     print(table(results, args.eval_at))
+    if args.baseline:
+        print(medians(results, "baseline"))
+        print(medians(results, "this tree"))
 
 
 if __name__ == "__main__":

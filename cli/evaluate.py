@@ -12,18 +12,18 @@ import torch
 from voxnerf.config import TrainConfig
 from voxnerf.data import load_scene
 from voxnerf.errors import VoxnerfError
-from voxnerf.field import RadianceField
+from voxnerf.model import Model
 from voxnerf.run import load_run
 from voxnerf.scene import Scene
 from voxnerf.trainer import amp_dtype_for, evaluate_field, resolve_device
 
 
-def score(field: RadianceField, scene: Scene, cfg: TrainConfig, device: torch.device, split: str = "test",
+def score(model: Model, scene: Scene, cfg: TrainConfig, device: torch.device, split: str = "test",
           every: int = 1) -> dict:
     """`evaluate_field` on a split that must hold views (else VoxnerfError naming the scene and split)."""
     if not len(scene.split_indices(split)):
         raise VoxnerfError(f"{scene.root}: no '{split}' views to evaluate")
-    return evaluate_field(field, scene, cfg.render, device, amp_dtype_for(cfg.precision, device), split, every)
+    return evaluate_field(model, scene, cfg.render, device, amp_dtype_for(cfg.precision, device), split, every)
 
 
 def scores_path(run_dir: Path, split: str) -> Path:
@@ -71,7 +71,7 @@ def eval_command(
     dev = resolve_device(device)
     loaded = load_run(run, dev)
     data = run_scene(loaded.scene, scene)
-    result = score(loaded.field, data, loaded.config, dev, split, every)
+    result = score(loaded.model, data, loaded.config, dev, split, every)
     path = write_scores(result, loaded.path)
     print_scores(result)
     typer.echo(f"scores      {path}")

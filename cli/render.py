@@ -34,7 +34,7 @@ def render_cameras(run: Run, cameras: Cameras, dev: torch.device, quiet: bool, w
     background = np.asarray(run.scene["background"] if run.scene["background"] is not None else np.zeros(3))
     amp = amp_dtype_for(run.config.precision, dev)
     for i in tqdm(range(len(cameras)), desc=what, disable=quiet, leave=False):
-        yield i, render_view(run.field, cameras, i, background, run.config.render, dev, amp)
+        yield i, render_view(run.model, cameras, i, background, run.config.render, dev, amp)
 
 
 def write_view(folder: Path, name: str, view: View) -> list[Path]:
@@ -61,8 +61,7 @@ def render_run(run_dir: Path, split: str = "test", out: Path | None = None, vide
         result.images += write_view(result.folder, data.image_paths[indices[k]].stem, view)
     if video:
         train = data.cameras.subset(data.split_indices("train"))
-        forward = run.field.space.kind == "ndc"
-        orbit = sweep_cameras(train, frames) if forward else orbit_cameras(train, run.center, frames)
+        orbit = sweep_cameras(train, frames) if run.model.space.faces_forward else orbit_cameras(train, run.center, frames)
         pictures = [to_uint8(view.rgb) for _, view in render_cameras(run, orbit, dev, quiet, "orbit")]
         result.video = write_video(pictures, result.folder.parent / "orbit.mp4")
     return result

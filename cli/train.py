@@ -167,15 +167,15 @@ def train_run(scene_dir: Path, config: Path | None, out: Path, *, device: str = 
     with world_from_env(resolve_device(device)) as world:
         trainer = Trainer(scene, cfg, out, world.device, resume=resume, init=init, eval_at=eval_at, quiet=quiet,
                           world=world)
-        world.copy_from_main(trainer.field)
+        world.copy_from_main(trainer.model)
         done = trainer.train()
         if not done["interrupted"]:
-            world.check_identical(trainer.field, "the end of training")
-            dump_rank_state(trainer.field, world)
+            world.check_identical(trainer.model, "the end of training")
+            dump_rank_state(trainer.model, world)
     outcome = TrainOutcome(out, done["step"], done["elapsed"], done["interrupted"], done["snapshots"],
                            main=world.is_main)
     if not outcome.interrupted and outcome.main:
-        outcome.scores = score(trainer.field, scene, cfg, world.device, "test", cfg.eval_every_view)
+        outcome.scores = score(trainer.model, scene, cfg, world.device, "test", cfg.eval_every_view)
         outcome.scores_file = write_scores(outcome.scores, out)
     return outcome
 

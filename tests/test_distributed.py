@@ -24,7 +24,7 @@ from voxnerf.errors import VoxnerfError
 STEPS = 300
 TINY = ["--quiet", "--device", "cpu",
         "--set", "levels=[{until: 0.3, resolution: 16, image_scale: 0.5}, {until: 1.0, resolution: 32, image_scale: 1.0}]",
-        "--set", "field.resolution=16", "--set", "optim.target_samples=16384", "--set", "optim.min_rays=256",
+        "--set", "optim.target_samples=16384", "--set", "optim.min_rays=256",
         "--set", "optim.max_rays=2048", "--set", "occupancy.warmup_steps=50", "--set", "log_every=50"]
 
 
@@ -40,13 +40,15 @@ def psnr_of(run: Path) -> float:
     return json.loads((run / "eval.json").read_text())["mean"]["psnr"]
 
 
-def assert_same_field(a: dict, b: dict) -> None:
-    """Two saved fields (voxnerf.run.field_state) hold bit-identical topology and parameters."""
-    assert a["resolution"] == b["resolution"]
-    for part in ("grid", "decoder"):
-        assert a[part].keys() == b[part].keys()
-        for key in a[part]:
-            assert torch.equal(a[part][key], b[part][key]), f"{part}.{key} differs"
+def assert_same_model(a: dict, b: dict) -> None:
+    """Two saved models (voxnerf.model.Model.state) hold bit-identical topology, occupancy and parameters."""
+    assert a["field"]["grid_resolution"] == b["field"]["grid_resolution"]
+    assert a["estimator"]["resolution"] == b["estimator"]["resolution"]
+    for part in (a["field"]["tensors"], a["estimator"]):
+        other = b["field"]["tensors"] if part is a["field"]["tensors"] else b["estimator"]
+        for key, value in part.items():
+            if torch.is_tensor(value):
+                assert torch.equal(value, other[key]), f"{key} differs"
 
 
 @pytest.fixture(scope="module")
@@ -73,11 +75,11 @@ def two_process_run(workdir: Path, scene_dir: Path) -> Path:
 def test_both_ranks_end_with_identical_parameters_and_topology(two_process_run: Path, workdir: Path):
     rank0 = torch.load(workdir / "dumps" / "rank0.pt")
     rank1 = torch.load(workdir / "dumps" / "rank1.pt")
-    assert rank0["resolution"] == 32  # the run went through a subdivision (and the prune before it)
-    assert_same_field(rank0, rank1)
+    assert rank0["field"]["grid_resolution"] == 32  # the run went through a subdivision (and the prune before it)
+    assert_same_model(rank0, rank1)
     checkpoint = torch.load(two_process_run / "checkpoint.pt", weights_only=False)
     assert checkpoint["step"] == STEPS
-    assert_same_field(checkpoint["field"], rank0)
+    assert_same_model(checkpoint["model"], rank0)
 
 
 def test_two_processes_reach_the_quality_of_one_with_the_same_rays_per_step(two_process_run: Path, workdir: Path,
@@ -97,7 +99,7 @@ def test_torchrun_resumes_a_distributed_run(two_process_run: Path, workdir: Path
                             env={**os.environ, "OMP_NUM_THREADS": "1", "VOXNERF_TEST_DUMP_RANKS": str(dumps)})
     assert result.returncode == 0, result.stderr
     assert torch.load(two_process_run / "checkpoint.pt", weights_only=False)["step"] == STEPS + 40
-    assert_same_field(torch.load(dumps / "rank0.pt"), torch.load(dumps / "rank1.pt"))
+    assert_same_model(torch.load(dumps / "rank0.pt"), torch.load(dumps / "rank1.pt"))
     assert psnr_of(two_process_run) > 25
 
 
@@ -137,17 +139,17 @@ def test_every_rank_draws_its_own_rays_and_rank_0_draws_what_one_process_would()
 
 
 def test_fingerprints_that_differ_name_the_rank_and_the_quantity():
-    reference = torch.tensor([32.0, 106, 12345, 900, 1.5, -2.0, 0.25, 40.0], dtype=torch.float64)
+    reference = torch.tensor([54272.0, 12345, 900, 1.5, 40.0], dtype=torch.float64)
     near = reference.clone()
-    near[4:] *= 1 + 1e-9  # parameter sums agree within float tolerance
+    near[3:] *= 1 + 1e-9  # parameter sums agree within float tolerance
     compare_fingerprints(torch.stack([reference, reference, near]), "step 3")
     bricks = reference.clone()
-    bricks[1] += 1
-    with pytest.raises(VoxnerfError, match="rank 2 has bricks 107.*rank 0 has 106"):
+    bricks[0] += 512
+    with pytest.raises(VoxnerfError, match="rank 2 has state size 54784.*rank 0 has 54272"):
         compare_fingerprints(torch.stack([reference, reference, bricks]), "step 3")
     features = reference.clone()
-    features[5] += 0.01
-    with pytest.raises(VoxnerfError, match="at step 3: rank 1 has feature sum"):
+    features[3] += 0.01
+    with pytest.raises(VoxnerfError, match="at step 3: rank 1 has parameter sum"):
         compare_fingerprints(torch.stack([reference, features]), "step 3")
     compare_fingerprints(torch.stack([reference, features]), "step 3", topology_only=True)
 

@@ -24,7 +24,7 @@ from scipy.spatial import cKDTree
 
 import voxnerf_scenes as vs
 from voxnerf.checkpoint import CHECKPOINT, save_atomic
-from voxnerf.config import config_to_dict, load_config
+from voxnerf.config import OccupancyConfig, config_to_dict, load_config
 from voxnerf.data import load_scene
 from voxnerf.errors import VoxnerfError
 from voxnerf.export import export_mesh, export_pointcloud
@@ -34,9 +34,9 @@ from voxnerf.export.depth import median_depth, opacity_crossing
 from voxnerf.export.level import auto_level, silhouette_density
 from voxnerf.export.mesh import march_blocks
 from voxnerf.export.view import cube_faces, voxel_mesh
-from voxnerf.field import RadianceField
+from voxnerf.model import Model
 from voxnerf.normalize import space_for
-from voxnerf.run import Run, field_state, load_run, scene_record
+from voxnerf.run import Run, load_run, scene_record
 from voxnerf.trainer import Trainer
 from voxnerf_cli import main as cli_main
 
@@ -56,22 +56,23 @@ def analytic_run(scene_root: Path, toy: vs.ToyScene, out: Path, resolution: int 
     Raw density inverts the field's activation (softplus(raw + shift) * density_scale = sigma per unit-box
     length), in float64 so that it keeps falling linearly with distance outside the solid; the first three
     feature channels are the color's logit (the decoder's last layer starts at zero, so rgb =
-    sigmoid(features[:3])). Cells whose most opaque point has alpha <= 1e-3 are pruned, as training does.
+    sigmoid(features[:3])). Cells whose most opaque point has alpha <= 1e-3 over one cell are marked empty, as
+    training does.
     """
     scene = load_scene(scene_root, with_images=False)
-    cfg = load_config(None, [{"field": {"resolution": resolution}, "levels": one_level(resolution)}])
-    field = RadianceField(cfg.field, space=space_for(scene, "box"))
-    grid = field.grid
+    cfg = load_config(None, [{"levels": one_level(resolution)}])
+    model = Model.build(cfg.field, resolution, space_for(scene, "box"))
+    field, grid = model.field, model.field.grid
     x_world = (grid.layout.slot_vertices().double() * grid.cell_size - 1) / scene.scale + torch.as_tensor(scene.center)
     sigma = toy.density(x_world) / scene.scale  # float64: raw stays linear in the SDF far outside, no clamp
-    raw = torch.log(torch.expm1(sigma / cfg.field.density_scale).clamp_min(1e-300)) - field.shift
+    raw = torch.log(torch.expm1(sigma / cfg.field.density_scale).clamp_min(1e-300)) - field.activate.shift
     color = toy.color(x_world).float().clamp(1e-3, 1 - 1e-3)
     with torch.no_grad():
         grid.density.copy_(raw.float())
         grid.features[:, :3] = torch.logit(color)
-        grid.prune(1 - torch.exp(-field.activate(grid.cell_max_density()) * grid.cell_size) > 1e-3)
-    save_atomic({"version": 1, "config": config_to_dict(cfg), "field": field_state(field), "step": 0,
-                 "scene": scene_record(scene, field.space)}, out / CHECKPOINT)
+    model.estimator.update(field.density_at, OccupancyConfig(threshold=1e-3, decay=0.0, min_fraction=0.0), 1.0)
+    save_atomic({"config": config_to_dict(cfg), "model": model.state(), "step": 0,
+                 "scene": scene_record(scene, model.space)}, out / CHECKPOINT)
     return out
 
 
@@ -99,7 +100,7 @@ def run(run_dir) -> Run:
 @pytest.fixture(scope="module")
 def voxel(run) -> float:
     """One cell of the grid in world units."""
-    return run.field.grid.cell_size / run.scale
+    return run.model.estimator.cell_size / run.scale
 
 
 def distance_to_surface(toy: vs.ToyScene, points: np.ndarray) -> np.ndarray:
@@ -200,7 +201,7 @@ def test_marching_cubes_samples_only_blocks_with_occupied_cells(run, monkeypatch
 
     monkeypatch.setattr(mesh_module, "log_density", counting)
     samples = 128
-    march_blocks(run.field, np.array([[-1.0] * 3, [1.0] * 3]), samples)
+    march_blocks(run.model, np.array([[-1.0] * 3, [1.0] * 3]), samples)
     assert 0 < sum(evaluated) < 0.5 * samples**3
     assert max(evaluated) <= (mesh_module.BLOCK + 1) ** 3
 
@@ -335,7 +336,7 @@ def test_crop_box_outside_the_volume_is_an_error(run):
 # ---- a trained run --------------------------------------------------------------------------------------------
 def test_every_export_runs_on_a_briefly_trained_run(scene_root, tmp_path):
     cfg = load_config(None, [{
-        "field": {"resolution": 16}, "levels": one_level(16), "max_steps": 80, "log_every": 40,
+        "levels": one_level(16), "max_steps": 80, "log_every": 40,
         "optim": {"lr_grid": 0.3, "min_rays": 256, "max_rays": 512, "target_samples": 8192},
         "occupancy": {"warmup_steps": 20, "update_every": 8},
     }])

@@ -1,14 +1,18 @@
-"""The sparse voxel grid: lookup, interpolation and its gradients, subdivision, pruning, memory, optimizer state."""
+"""The sparse voxel grid and its field: lookup, interpolation and its gradients, subdivision, pruning, memory,
+optimizer state."""
 
 import torch
 import torch.nn.functional as F
 
 import voxnerf_scenes as vs
-from voxnerf.field import FieldConfig, RadianceField
+from voxnerf.config import Level, OccupancyConfig
+from voxnerf.fields.voxels import ROW_PARAMETERS, SparseVoxelConfig, SparseVoxelField
 from voxnerf.interpolate import weighted_row_sum
+from voxnerf.model import Model
+from voxnerf.occupancy import OccupancyGrid
+from voxnerf.space import Box
 from voxnerf.sparse_grid import BRICK_VOLUME, BrickIndex, SparseVoxelGrid
 from voxnerf.strategy import TopologyStrategy
-from voxnerf.config import Level, OccupancyConfig
 from voxnerf.topology import change_topology
 
 
@@ -60,34 +64,34 @@ def test_interpolation_gradients_match_plain_autograd():
 def test_missing_bricks_contribute_nothing():
     grid = random_grid(16)
     keep = grid.layout.slot_vertices()[:, 0] < 4  # cells with x index < 4: only brick 0 stays along x
-    grid.prune(keep & grid.occupied)
+    grid.prune(keep)
     far_side = torch.tensor([[0.9, 0.0, 0.0]])
     rows, w = grid.stencil(far_side)
     assert float(w.sum()) == 0.0
-    assert not bool(grid.is_occupied(far_side))
 
 
 def test_subdivision_preserves_the_field():
     grid = random_grid(16)
     x = torch.rand(2000, 3) * 2 - 1
     before = grid.density_at(*grid.stencil(x)).detach(), grid.features_at(*grid.stencil(x)).detach()
-    grid.subdivide()
+    grid.subdivide(torch.ones(len(grid.density), dtype=torch.bool))
     assert grid.resolution == 32
     after = grid.density_at(*grid.stencil(x)).detach(), grid.features_at(*grid.stencil(x)).detach()
     assert torch.allclose(before[0], after[0], atol=1e-5)
     assert torch.allclose(before[1], after[1], atol=1e-5)
 
 
-def sphere_field(resolution: int) -> RadianceField:
-    """A field whose grid holds the toy sphere's density (exact at the vertices)."""
-    field = RadianceField(FieldConfig(resolution=resolution, feature_dim=3))
+def sphere_model(resolution: int) -> Model:
+    """A sparse voxel field whose grid holds the toy sphere's density (exact at the vertices), with an all-occupied
+    estimator at the same resolution."""
+    field = SparseVoxelField(SparseVoxelConfig(feature_dim=3), resolution, Box())
     grid = field.grid
     x = grid.layout.slot_vertices().float() / resolution * 2 - 1
     sigma = vs.get("sphere").density(x).clamp_min(1e-6)
-    raw = torch.log(torch.expm1(sigma / field.cfg.density_scale).clamp_min(1e-30)) - field.shift
+    raw = torch.log(torch.expm1(sigma / field.cfg.density_scale).clamp_min(1e-30)) - field.activate.shift
     with torch.no_grad():
         grid.density.copy_(raw)
-    return field
+    return Model(field, OccupancyGrid(resolution, Box()))
 
 
 def strategy(threshold=1e-2) -> TopologyStrategy:
@@ -95,31 +99,31 @@ def strategy(threshold=1e-2) -> TopologyStrategy:
 
 
 def test_pruning_keeps_every_voxel_the_sphere_touches():
-    field = sphere_field(32)
-    strategy().update_occupancy(field)
-    before = field.grid.num_bricks
-    change_topology(field.grid, None, lambda: field.grid.prune(field.grid.occupied))
-    assert field.grid.num_bricks < before
-    truth = vs.get("sphere").occupancy(32)
-    cells = torch.nonzero(truth).float()
-    centers = (cells + 0.5) / 32 * 2 - 1
-    assert bool(field.grid.is_occupied(centers).all()), "a cell the sphere touches was pruned"
-    occupied = int(field.grid.occupied.sum())
+    model = sphere_model(32)
+    strategy().update_occupancy(model)
+    before = model.field.grid.num_bricks
+    model.field.refine(64, model.estimator.is_occupied, None)
+    model.estimator.refine(64)
+    assert model.field.grid.num_bricks < 8 * before
+    truth = vs.get("sphere").occupancy(64)
+    centers = (torch.nonzero(truth).float() + 0.5) / 64 * 2 - 1
+    assert bool(model.estimator.is_occupied(centers).all()), "a cell the sphere touches was pruned"
+    rows, w = model.field.grid.stencil(centers)
+    assert bool((w.sum(-1) > 0.999).all()), "the grid freed a brick around a cell the sphere touches"
+    occupied = int(model.estimator.occupied.sum())
     assert occupied < 1.6 * int(truth.sum()), "pruning kept far more than the sphere"
 
 
 def test_memory_grows_with_occupied_volume_not_resolution_cubed():
-    field = sphere_field(32)
-    strategy().update_occupancy(field)
-    change_topology(field.grid, None, lambda: field.grid.prune(field.grid.occupied))
+    grid = sphere_model(32).field.grid
     rows = []
     for _ in range(3):  # 32 -> 64 -> 128 -> 256
-        # keep only the shell: cells that are occupied but not deep inside
-        x = field.grid.layout.slot_vertices().float() / field.grid.resolution * 2 - 1
-        shell = vs.get("sphere").sdf(x + field.grid.cell_size / 2).abs() < 2 * field.grid.cell_size
-        change_topology(field.grid, None, lambda: field.grid.prune(field.grid.occupied & shell))
-        change_topology(field.grid, None, field.grid.subdivide)
-        rows.append(len(field.grid.density))
+        # keep only the shell: cells near the sphere's surface
+        x = grid.layout.slot_vertices().float() / grid.resolution * 2 - 1
+        shell = vs.get("sphere").sdf(x + grid.cell_size / 2).abs() < 2 * grid.cell_size
+        kept = grid.prune(shell)
+        grid.subdivide(kept.inherit(shell))
+        rows.append(len(grid.density))
     growth = [b / a for a, b in zip(rows, rows[1:])]
     assert all(g < 5.5 for g in growth), f"rows grew by {growth} per doubling (a surface should give ~4x, not 8x)"
     assert rows[-1] * 4 < 257**3, "the 256^3 grid should hold far fewer rows than a dense one"
@@ -135,14 +139,15 @@ def test_brick_index_reaches_1024_cubed_in_megabytes():
 
 
 def test_topology_changes_carry_adam_moments_with_their_vertices():
-    field = sphere_field(16)
+    field = sphere_model(16).field
     opt = torch.optim.Adam([field.grid.density, field.grid.features], lr=0.1)
     x = torch.rand(4000, 3) * 1.6 - 0.8
-    field.density(x).sum().backward()
+    field.density_at(x).sum().backward()
     opt.step()
     moment = opt.state[field.grid.density]["exp_avg"]
     moment_field = dense_volume(field.grid, moment[:, None])
-    change_topology(field.grid, opt, field.grid.subdivide)
+    everywhere = torch.ones(len(field.grid.density), dtype=torch.bool)
+    change_topology(field.grid, ROW_PARAMETERS, opt, lambda: field.grid.subdivide(everywhere))
     state = opt.state[field.grid.density]
     assert opt.param_groups[0]["params"][0] is field.grid.density
     assert state["exp_avg"].shape == field.grid.density.shape
@@ -151,7 +156,7 @@ def test_topology_changes_carry_adam_moments_with_their_vertices():
     expected = grid_sample_reference(moment_field, probe)[:, 0]
     got = weighted_row_sum(state["exp_avg"], *field.grid.stencil(probe))
     assert torch.allclose(got, expected, atol=1e-6)
-    field.density(x).sum().backward()
+    field.density_at(x).sum().backward()
     opt.step()  # and the optimizer keeps working on the new parameters
 
 
@@ -168,33 +173,3 @@ def test_total_variation_is_zero_for_a_constant_grid_and_pulls_neighbours_togeth
         grid.density.fill_(3.0)
         grid.features.fill_(-1.0)
     assert [float(t) for t in grid.total_variation(rows)] == [0.0, 0.0]
-
-
-def test_occupancy_never_prunes_the_grid_empty():
-    field = sphere_field(32)
-    strat = strategy()
-    with torch.no_grad():
-        field.grid.density.fill_(-30.0)  # nothing anywhere reaches the threshold
-    strat.update_occupancy(field)
-    real = int(field.grid.layout.real_cells().sum())
-    assert int(field.grid.occupied.sum()) >= strat.occupancy.min_fraction * real > 0
-
-
-def test_cell_max_density_is_the_largest_interpolated_density_in_the_cell_after_every_relayout():
-    field = sphere_field(16)
-    grid = field.grid
-    with torch.no_grad():
-        grid.density.copy_(torch.randn(len(grid.density), generator=torch.Generator().manual_seed(3)))
-    for change in (None, lambda: grid.prune(grid.occupied), grid.subdivide):
-        if change is not None:
-            strategy().update_occupancy(field)
-            change_topology(grid, None, change)
-        cells = torch.nonzero(grid.layout.real_cells()).squeeze(-1)
-        vertices = grid.layout.slot_vertices()[cells]
-        corners = (vertices.unsqueeze(1) + torch.tensor([[i, j, k] for i in (0, 1) for j in (0, 1) for k in (0, 1)]))
-        x = corners.reshape(-1, 3).float() * grid.cell_size - 1
-        values = grid.density_at(*grid.stencil(x)).detach().view(-1, 8)
-        complete = (grid.layout.vertex_slots(corners) >= 0).all(-1)  # cells with a missing corner brick differ
-        expected = values.amax(-1)[complete]
-        assert torch.allclose(grid.cell_max_density()[cells][complete], expected, atol=1e-6)
-        assert bool((grid.cell_max_density()[~grid.layout.real_cells()] == float("-inf")).all())

@@ -6,11 +6,11 @@ import pytest
 import torch
 
 import voxnerf_scenes as vs
-from voxnerf.march import march, ray_box
-from voxnerf.renderer import RenderConfig, render_rays
+from voxnerf.renderer import RenderConfig, render_rays, sigma_fn
+from voxnerf.space import ray_box
 from voxnerf.volrend import distortion, exclusive_segment_cumsum, render_weights
 
-from test_grid import sphere_field, strategy
+from test_grid import sphere_model, strategy
 
 EXACT = RenderConfig(alpha_min=0.0, transmittance_min=0.0, color_weight_min=0.0)
 
@@ -50,16 +50,17 @@ def test_ray_box_hits_and_misses():
 
 
 def test_packed_renderer_matches_dense_reference():
-    field = sphere_field(32)
+    model = sphere_model(32)
+    field = model.field
     origins, dirs = rays_at_origin(300)
-    step = EXACT.step_ratio * field.grid.cell_size
+    step = EXACT.step_ratio * model.estimator.cell_size
     background = torch.tensor([0.2, 0.5, 0.9])
-    ours = render_rays(field, origins, dirs, background, EXACT)
+    ours = render_rays(model, origins, dirs, background, EXACT)
     # The reference samples interval midpoints from the same start, so both evaluate the same points.
-    near, far = ray_box(origins, dirs, *field.grid.occupied_bbox)
+    near, far = ray_box(origins, dirs, *model.estimator.bbox)
     n = int(((far - near) / step).ceil().max())
     with torch.no_grad():
-        ref = vs.render_rays(lambda x, d: (field.density(x), field.color(x, d)), origins, dirs, near,
+        ref = vs.render_rays(lambda x, d: (field.density_at(x), field.color_at(x, d)), origins, dirs, near,
                              near + n * step, n_samples=n, background=background)
     inside = (near + (torch.arange(n) + 0.5)[:, None] * step < far).T  # samples past the box exit
     assert not bool((ref.weights * ~inside).gt(1e-7).any()), "reference samples outside the box carry weight"
@@ -69,24 +70,26 @@ def test_packed_renderer_matches_dense_reference():
 
 
 def test_early_termination_and_skipping_change_no_pixel_by_more_than_1e3():
-    field = sphere_field(32)
-    strategy().update_occupancy(field)
+    model = sphere_model(32)
+    strategy().update_occupancy(model)
     origins, dirs = rays_at_origin(500, seed=1)
     background = torch.ones(3)
-    exact = render_rays(field, origins, dirs, background, EXACT)
-    fast = render_rays(field, origins, dirs, background, RenderConfig(color_weight_min=0.0))
+    exact = render_rays(model, origins, dirs, background, EXACT)
+    fast = render_rays(model, origins, dirs, background, RenderConfig(color_weight_min=0.0))
     assert (fast.rgb - exact.rgb).abs().max() <= 1e-3
     assert fast.num_samples < 0.5 * exact.num_samples, "occupancy and early termination should skip most samples"
 
 
 def test_march_never_samples_an_empty_cell():
-    field = sphere_field(32)
-    strategy().update_occupancy(field)
+    model = sphere_model(32)
+    strategy().update_occupancy(model)
+    occupancy = model.estimator
     origins, dirs = rays_at_origin(200, seed=2)
     offsets = torch.full((200,), 0.5)
-    samples = march(field.grid, field.activate, origins, dirs, 0.5 * field.grid.cell_size, offsets)
+    rays = occupancy.space.march_rays(origins, dirs)
+    samples = occupancy.march(rays, sigma_fn(model.field), 0.5 * occupancy.cell_size, offsets, 1e-4, 1e-4, 16)
     x = origins[samples.ray_idx] + samples.t[:, None] * dirs[samples.ray_idx]
-    assert bool(field.grid.is_occupied(x).all())
+    assert bool(occupancy.is_occupied(x).all())
     assert bool((samples.ray_idx[1:] >= samples.ray_idx[:-1]).all()), "samples must be sorted by ray"
 
 

@@ -6,12 +6,12 @@ import pytest
 import torch
 
 from voxnerf.cameras import Cameras
-from voxnerf.field import FieldConfig, RadianceField
-from voxnerf.march import march
+from voxnerf.fields.voxels import SparseVoxelConfig, SparseVoxelField
+from voxnerf.model import Model
 from voxnerf.normalize import contract_space, ndc_space
+from voxnerf.occupancy import OccupancyGrid
 from voxnerf.renderer import RenderConfig, render_rays
-from voxnerf.space import Space, contract, uncontract
-from voxnerf.sparse_grid import SparseVoxelGrid
+from voxnerf.space import Box, Contract, Space, contract, uncontract
 
 SHELL = (3.0, float("inf"))  # unit-box radii of the test fields' background (a sharp outer edge would need
 SHELL_SIGMA = 0.01  # a fine grid out there); its density: a ray through it to distance 100 keeps ~38% of its light
@@ -38,13 +38,14 @@ def test_ndc_maps_invert_and_rays_pass_through_the_points_they_should():
     space = ndc_space(forward_cameras(), near=2.0)
     p = torch.tensor([[0.3, -0.2, 1.5], [-1.0, 0.5, 4.0], [0.0, 0.0, 40.0]], dtype=torch.float64)
     g = space.to_grid(p)
-    torch.testing.assert_close(space.to_unit(g), p, rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(space.from_grid(g), p, rtol=1e-9, atol=1e-9)
     origins = torch.tensor([[0.1, 0.05, 0.0], [-0.1, 0.0, -0.2], [0.0, 0.0, 0.0]], dtype=torch.float64)
     dirs = torch.nn.functional.normalize(p - origins, dim=-1)
-    start, ndc_dirs, constants = space.ndc_rays(origins, dirs)
-    along = ((g - start) * ndc_dirs).sum(-1, keepdim=True)
-    torch.testing.assert_close(start + along * ndc_dirs, g, rtol=1e-9, atol=1e-9)  # g lies on the NDC ray
-    distance = Space.ndc_distance(g[:, 2], constants, far=1e6)
+    space.far = 1e6
+    rays = space.march_rays(origins, dirs)
+    along = ((g - rays.origins) * rays.dirs).sum(-1)
+    torch.testing.assert_close(rays.origins + along[:, None] * rays.dirs, g, rtol=1e-9, atol=1e-9)  # on the NDC ray
+    distance = space.ray_distance(along, rays, torch.arange(3))
     torch.testing.assert_close(distance, (p - origins).norm(dim=-1), rtol=1e-7, atol=1e-7)
 
 
@@ -56,7 +57,8 @@ def test_ndc_window_holds_every_training_pixel_ray():
         corners = np.array([[-cx[i] / fx[i], -cy[i] / fy[i], 1], [(40 - cx[i]) / fx[i], (30 - cy[i]) / fy[i], 1]])
         dirs = torch.nn.functional.normalize(torch.as_tensor(corners @ cams.c2w[i, :, :3].T), dim=-1)
         origins = torch.as_tensor(space.world_to_unit(cams.centers[i]))[None].expand(2, 3)
-        start, d, _ = space.ndc_rays(origins, dirs)
+        rays = space.march_rays(origins, dirs)
+        start, d = rays.origins, rays.dirs
         end = start + d * (2 / d[:, 2:3])
         assert torch.cat([start, end])[:, :2].abs().max() <= 1 + 1e-9
 
@@ -78,26 +80,26 @@ def test_contract_space_holds_every_camera_and_centers_on_their_focus():
     assert np.abs(unit).max() <= 1.0 and np.abs(unit).max() > 0.9
 
 
-def ball_field(space: Space, resolution: int = 64) -> RadianceField:
-    """A field whose density is 20 per unit-box length inside the ball of radius 0.5, SHELL_SIGMA between the
+def ball_model(space: Space, resolution: int = 64) -> Model:
+    """A model whose density is 20 per unit-box length inside the ball of radius 0.5, SHELL_SIGMA between the
     unit-box radii SHELL (a far shell), zero elsewhere, set at the vertices of a dense grid in `space`."""
-    field = RadianceField(FieldConfig(resolution=resolution, feature_dim=4), space=space)
+    field = SparseVoxelField(SparseVoxelConfig(feature_dim=4), resolution, space)
     grid = field.grid
     g = grid.layout.slot_vertices().double() * grid.cell_size - 1
-    r = space.to_unit(g).norm(dim=-1)
+    r = space.from_grid(g).norm(dim=-1)
     sigma = torch.where(r < 0.5, 20.0, torch.where((r > SHELL[0]) & (r < SHELL[1]), SHELL_SIGMA, 1e-6)).float()
     with torch.no_grad():
-        grid.density.copy_(torch.log(torch.expm1(sigma / field.cfg.density_scale)) - field.shift)
-    return field
+        grid.density.copy_(field.activate.inverse(sigma))
+    return Model(field, OccupancyGrid(resolution, space))
 
 
 def test_contracted_march_integrates_the_background_like_a_dense_world_march():
-    space = Space("contract", far=100.0)
-    field = ball_field(space)
+    space = Contract(far=100.0)
+    model = ball_model(space)
     origins = torch.zeros(64, 3) + torch.tensor([0.0, 0.0, 0.9])
     dirs = torch.nn.functional.normalize(torch.randn(64, 3, generator=torch.Generator().manual_seed(0)), dim=-1)
     cfg = RenderConfig(alpha_min=0.0, transmittance_min=1e-6, color_weight_min=0.0)
-    result = render_rays(field, origins, dirs, torch.zeros(3), cfg)
+    result = render_rays(model, origins, dirs, torch.zeros(3), cfg)
     # the opacity of each ray through the (analytic) ball and shell, densely in the world
     t = torch.linspace(0, 100, 200001, dtype=torch.float64)[:-1] + 0.00025
     x = origins[:, None].double() + t[None, :, None] * dirs[:, None].double()
@@ -110,11 +112,12 @@ def test_contracted_march_integrates_the_background_like_a_dense_world_march():
 
 
 def test_march_in_a_box_space_samples_evenly_through_the_box():
-    grid = SparseVoxelGrid.dense(32, 4, 0.0, 0.0, torch.Generator().manual_seed(0))
+    occupancy = OccupancyGrid(32, Box())
     origins = torch.tensor([[0.0, 0.0, -3.0]]).expand(5, 3)
     targets = torch.tensor([[0.0, 0.0, 0.0], [0.1, 0.0, 0.0], [0.0, -0.1, 0.0], [0.1, 0.1, 0.0], [-0.05, 0.1, 0.0]])
     dirs = torch.nn.functional.normalize(targets - origins, dim=-1)
-    s = march(grid, lambda raw: torch.full_like(raw, 1e-3), origins, dirs, 0.03, torch.full((5,), 0.5), alpha_min=0)
+    thin_fog = lambda g: (torch.full((len(g),), 1e-3), (g,))  # noqa: E731
+    s = occupancy.march(occupancy.space.march_rays(origins, dirs), thin_fog, 0.03, torch.full((5,), 0.5), 0, 1e-4, 16)
     assert torch.all(s.delta == 0.03)
     length = 2 / dirs[:, 2]  # through the box from z = -1 to z = 1
     counts = torch.bincount(s.ray_idx, minlength=5)
@@ -123,20 +126,22 @@ def test_march_in_a_box_space_samples_evenly_through_the_box():
 
 @pytest.mark.parametrize("kind", ["contract", "ndc"])
 def test_field_density_takes_unit_box_points_in_every_space(kind):
-    space = Space("contract") if kind == "contract" else ndc_space(forward_cameras(), near=2.0)
-    field = ball_field(Space(kind, far=space.far, ndc_rotation=space.ndc_rotation,
-                             ndc_projection=space.ndc_projection), resolution=32)
-    assert float(field.density(torch.tensor([[0.0, 0.0, 6.0]]))) == pytest.approx(SHELL_SIGMA, rel=0.05)
-    assert float(field.density(torch.tensor([[0.0, 0.0, 2.5]]))) < 0.01
+    space = Contract() if kind == "contract" else ndc_space(forward_cameras(), near=2.0)
+    model = ball_model(space, resolution=32)
+    density = lambda x: float(model.field.density_at(space.to_grid(torch.tensor([x]))))  # noqa: E731
+    assert density([0.0, 0.0, 6.0]) == pytest.approx(SHELL_SIGMA, rel=0.05)
+    assert density([0.0, 0.0, 2.5]) < 0.01
     if kind == "contract":
-        assert float(field.density(torch.tensor([[0.0, 0.0, 0.1]]))) > 10  # in the ball (before NDC's near plane)
+        assert density([0.0, 0.0, 0.1]) > 10  # in the ball (before NDC's near plane)
 
 
 def test_a_fresh_contracted_field_starts_equally_transparent_per_step_everywhere():
-    field = RadianceField(FieldConfig(resolution=32, feature_dim=4), space=Space("contract"))
+    space = Contract()
+    field = SparseVoxelField(SparseVoxelConfig(feature_dim=4), 32, space)
+    occupancy = OccupancyGrid(32, space)
     grid = field.grid
-    stretch = field.space.world_step_scale(grid.layout.cell_centers())
-    alpha = -torch.expm1(-field.activate(grid.cell_max_density()) * grid.cell_size * stretch)
+    stretch = space.world_step_scale(grid.layout.cell_centers())
+    alpha = -torch.expm1(-occupancy.cell_density(field.density_at) * grid.cell_size * stretch)
     real = grid.layout.real_cells() & (stretch < 500)  # the outermost cells keep a learnable density
     assert alpha[real].max() < 2 * alpha[real].min()
     assert alpha[real].max() < 0.01  # below the presets' occupancy threshold: untouched space gets pruned

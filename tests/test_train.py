@@ -19,7 +19,6 @@ from voxnerf.run import load_run
 from voxnerf.trainer import Trainer
 
 TOY_CONFIG = {
-    "field": {"resolution": 16},
     "levels": [
         {"until": 0.2, "resolution": 16, "image_scale": 0.5},
         {"until": 0.5, "resolution": 32, "image_scale": 1.0},
@@ -53,10 +52,10 @@ SOLID_DENSITY = 0.6931  # sigma (per unit-box length) at which a ray crossing ha
 
 def learned_solid_cells(run_dir: Path, resolution: int) -> torch.Tensor:
     """(R, R, R) bool: cells whose center has learned density above SOLID_DENSITY."""
-    field = load_run(run_dir).field
+    model = load_run(run_dir).model
     idx = torch.stack(torch.meshgrid(*[torch.arange(resolution)] * 3, indexing="ij"), -1).reshape(-1, 3).float()
     with torch.no_grad():
-        sigma = field.density((idx + 0.5) * (2.0 / resolution) - 1)
+        sigma = model.field.density_at((idx + 0.5) * (2.0 / resolution) - 1)
     return (sigma > SOLID_DENSITY).reshape(resolution, resolution, resolution)
 
 
@@ -81,7 +80,7 @@ def test_learned_occupancy_matches_ground_truth_iou_above_0_9(trained):
 
 
 def _train_cmd(scene: Path, out: Path, extra: list[str]) -> list[str]:
-    sets = ["--set", "field.resolution=16", "--set", "occupancy.warmup_steps=50",
+    sets = ["--set", "occupancy.warmup_steps=50",
             "--set", "levels=" + json.dumps(TOY_CONFIG["levels"]),
             "--set", "optim=" + json.dumps(TOY_CONFIG["optim"]), "--set", "checkpoint_every=25"]
     return [sys.executable, "-m", "voxnerf", "train", str(scene), "--out", str(out), "--max-steps", "300",

@@ -9,9 +9,11 @@ from pathlib import Path
 import yaml
 
 from voxnerf.errors import VoxnerfError
-from voxnerf.field import FieldConfig
+from voxnerf.fields import field_class
+from voxnerf.fields.voxels import SparseVoxelConfig
 from voxnerf.renderer import RenderConfig
-from voxnerf.space import KINDS
+from voxnerf.space import SPACES
+from voxnerf.sparse_grid import BRICK
 
 
 @dataclass
@@ -50,7 +52,7 @@ class OptimConfig:
 
 @dataclass
 class TrainConfig:
-    field: FieldConfig = dataclasses.field(default_factory=FieldConfig)
+    field: object = dataclasses.field(default_factory=SparseVoxelConfig)  # the field kind and its options
     render: RenderConfig = dataclasses.field(default_factory=RenderConfig)
     occupancy: OccupancyConfig = dataclasses.field(default_factory=OccupancyConfig)
     optim: OptimConfig = dataclasses.field(default_factory=OptimConfig)
@@ -80,6 +82,8 @@ def _build(cls, data: dict, where: str):
             if not isinstance(value, list):
                 raise VoxnerfError(f"{where}.levels: expected a list of levels")
             kwargs[key] = [_build(Level, v, f"{where}.levels[{i}]") for i, v in enumerate(value)]
+        elif key == "field" and cls is TrainConfig:
+            kwargs[key] = _build_field(value, f"{where}.field")
         elif key in _NESTED and cls is TrainConfig:
             kwargs[key] = _build(_NESTED[key], value, f"{where}.{key}")
         else:
@@ -95,7 +99,17 @@ def _checked(value, type_name: str, where: str):
     return float(value) if type_name == "float" else value
 
 
-_NESTED = {"field": FieldConfig, "render": RenderConfig, "occupancy": OccupancyConfig, "optim": OptimConfig}
+_NESTED = {"render": RenderConfig, "occupancy": OccupancyConfig, "optim": OptimConfig}
+
+
+def _build_field(data: dict, where: str):
+    """The options of the field kind named by `data["kind"]` (default: the sparse voxel field)."""
+    if not isinstance(data, dict):
+        raise VoxnerfError(f"{where}: expected a mapping, got {type(data).__name__}")
+    kind = data.get("kind", SparseVoxelConfig.kind)
+    if not isinstance(kind, str):
+        raise VoxnerfError(f"{where}.kind: expected str, got {kind!r}")
+    return _build(field_class(kind, where).Config, data, where)
 
 
 def _merge(base: dict, override: dict) -> dict:
@@ -135,17 +149,22 @@ def load_config(path: str | Path | None = None, overrides: list[dict] | None = N
     where = str(path) if path else "config"
     cfg = _build(TrainConfig, data, where)
     check_levels(cfg.levels, where)
-    if cfg.space not in KINDS:
-        raise VoxnerfError(f"{where}: space '{cfg.space}': expected one of {', '.join(KINDS)}")
+    if cfg.space not in SPACES:
+        raise VoxnerfError(f"{where}: space '{cfg.space}': expected one of {', '.join(SPACES)}")
     if cfg.max_steps <= 0 and cfg.max_time <= 0:
         raise VoxnerfError(f"{where}: set max_steps or max_time (both are 0: training would never stop)")
     return cfg
 
 
 def check_levels(levels: list[Level], where: str) -> None:
-    """Levels must end at 1.0 with resolutions that double from the first (the grid subdivides by 2)."""
+    """Levels must end at 1.0 with resolutions that double from the first (the occupancy subdivides by 2). The
+    first level's resolution is where the estimator and the field start."""
     if not levels or abs(levels[-1].until - 1.0) > 1e-9:
         raise VoxnerfError(f"{where}: levels must be non-empty and the last must have until: 1.0")
+    for i, level in enumerate(levels):
+        if level.resolution <= 0 or level.resolution % BRICK:
+            raise VoxnerfError(f"{where}: levels[{i}].resolution {level.resolution}: expected a positive multiple "
+                               f"of {BRICK}")
     for a, b in zip(levels, levels[1:]):
         if b.resolution not in (a.resolution, 2 * a.resolution) or b.until <= a.until:
             raise VoxnerfError(f"{where}: each level's resolution must equal or double the previous one, "

@@ -41,8 +41,8 @@ TIMEOUT_ENV = "VOXNERF_COLLECTIVE_TIMEOUT"
 DEFAULT_TIMEOUT_S = 600.0  # rank 0's evaluations at --eval-at times must fit in it: the other ranks wait meanwhile
 FAULT_ENV = "VOXNERF_TEST_FAULT"  # tests only: "RANK:STEP:exit" or "RANK:STEP:hang" makes that rank fail there
 DUMP_ENV = "VOXNERF_TEST_DUMP_RANKS"  # tests only: a folder where every rank saves its final field as rankR.pt
-TOPOLOGY = ("resolution", "bricks", "brick checksum", "occupied cells")
-PARAMETERS = ("density sum", "feature sum", "decoder sum", "occupancy score sum")
+TOPOLOGY = ("state size", "integer state checksum", "occupied cells")
+PARAMETERS = ("parameter sum", "float buffer sum")
 CHECKSUM_PRIME = 2**31 - 1
 
 
@@ -156,16 +156,16 @@ class World:
             t.copy_(buf)
         return t
 
-    def check_identical(self, radiance_field, when: str, topology_only: bool = False) -> None:
-        """Raise VoxnerfError if any rank's field differs from rank 0's (see `field_fingerprint`)."""
+    def check_identical(self, model, when: str, topology_only: bool = False) -> None:
+        """Raise VoxnerfError if any rank's model differs from rank 0's (see `model_fingerprint`)."""
         if self.size == 1:
             return
-        mine = field_fingerprint(radiance_field).to(self.comm_device)
+        mine = model_fingerprint(model).to(self.comm_device)
         gathered = [torch.empty_like(mine) for _ in range(self.size)]
         self._run(f"rank check at {when}", dist.all_gather, gathered, mine)
         compare_fingerprints(torch.stack(gathered).cpu(), when, topology_only)
 
-    def copy_from_main(self, radiance_field) -> None:
+    def copy_from_main(self, model) -> None:
         """Give every rank rank 0's parameters, as DDP does when it wraps a model.
 
         Needed at the start: the grid is seeded, but the decoder's initialization draws from each process's
@@ -173,9 +173,9 @@ class World:
         """
         if self.size == 1:
             return
-        self.check_identical(radiance_field, "the start", topology_only=True)
+        self.check_identical(model, "the start", topology_only=True)
         with torch.no_grad():
-            for p in radiance_field.parameters():
+            for p in model.parameters():
                 buf = p.detach().to(self.comm_device)
                 self._run("broadcast of the initial parameters", dist.broadcast, buf, src=0)
                 p.copy_(buf)
@@ -209,24 +209,26 @@ class World:
             dist.destroy_process_group()
 
 
-def field_fingerprint(radiance_field) -> torch.Tensor:
-    """A cheap summary of a field, (8,) float64: the TOPOLOGY entries then the PARAMETERS entries.
+def model_fingerprint(model) -> torch.Tensor:
+    """A cheap summary of a model (field and estimator), (5,) float64: the TOPOLOGY entries then the PARAMETERS.
 
-    The brick checksum sums each allocated brick's linear index times its table position (mod a prime), so it
-    sees both which bricks exist and their order (the order names the table rows).
+    Integer and bool state (brick coordinates, occupancy) enters a checksum that weights each value by its
+    position (mod a prime), so it sees both which bricks exist and their order (the order names the table rows).
     """
-    grid = radiance_field.grid
-    n = grid.layout.bricks_per_axis
-    c = grid.brick_coords.cpu()
-    linear = (c[:, 0] * n + c[:, 1]) * n + c[:, 2]
-    position = torch.arange(1, len(c) + 1)
-    checksum = ((linear * position) % CHECKSUM_PRIME).sum() % CHECKSUM_PRIME
-    decoder = sum(p.detach().double().sum() for p in radiance_field.decoder.parameters())
-    return torch.tensor([
-        grid.resolution, grid.num_bricks, float(checksum), float(grid.occupied.sum()),
-        float(grid.density.detach().double().sum()), float(grid.features.detach().double().sum()),
-        float(decoder), float(grid.score.double().sum()),
-    ], dtype=torch.float64)
+    size, checksum, params, buffers = 0, 0, 0.0, 0.0
+    parameters = {id(p) for p in model.parameters()}
+    for t in model.state_dict(keep_vars=True).values():
+        size += t.numel()
+        flat = t.detach().reshape(-1).cpu()
+        if not flat.is_floating_point():
+            position = torch.arange(1, len(flat) + 1)
+            checksum = (checksum + int(((flat.long() * position) % CHECKSUM_PRIME).sum())) % CHECKSUM_PRIME
+        elif id(t) in parameters:
+            params += float(flat.double().sum())
+        else:
+            buffers += float(flat.double().sum())
+    occupied = float(model.estimator.occupied.sum())
+    return torch.tensor([size, checksum, occupied, params, buffers], dtype=torch.float64)
 
 
 def compare_fingerprints(fingerprints: torch.Tensor, when: str, topology_only: bool = False,
@@ -234,7 +236,7 @@ def compare_fingerprints(fingerprints: torch.Tensor, when: str, topology_only: b
     """Raise VoxnerfError naming the first rank and quantity that differ from rank 0.
 
     Args:
-        fingerprints: (ranks, 8) float64, one `field_fingerprint` per rank.
+        fingerprints: (ranks, 5) float64, one `model_fingerprint` per rank.
         when: where in training the check runs (for the message).
         topology_only: compare the TOPOLOGY entries only.
         rtol: relative tolerance of the parameter sums (the topology entries must be equal).
@@ -303,14 +305,12 @@ def world_from_env(device: torch.device) -> World:
     return World(rank, size, local_rank, device, backend, timeout, parse_fault(os.environ.get(FAULT_ENV), rank))
 
 
-def dump_rank_state(radiance_field, world: World) -> None:
-    """Tests only: with DUMP_ENV set, save this rank's final field to DUMP_ENV/rank{R}.pt."""
+def dump_rank_state(model, world: World) -> None:
+    """Tests only: with DUMP_ENV set, save this rank's final model to DUMP_ENV/rank{R}.pt."""
     folder = os.environ.get(DUMP_ENV)
     if folder:
-        from voxnerf.run import field_state
-
         Path(folder).mkdir(parents=True, exist_ok=True)
-        torch.save(field_state(radiance_field), Path(folder) / f"rank{world.rank}.pt")
+        torch.save(model.state(), Path(folder) / f"rank{world.rank}.pt")
 
 
 # ---- launching N local workers (`voxnerf train --nproc N`) ------------------------------------------------------

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from voxnerf.cameras import Cameras
-from voxnerf.field import RadianceField
+from voxnerf.model import Model
 from voxnerf.metrics import lpips_model, psnr, ssim
 from voxnerf.ray_sampler import premultiplied
 from voxnerf.rays import image_rays
@@ -25,18 +25,18 @@ class View:
 
 
 @torch.no_grad()
-def render_view(field: RadianceField, cameras: Cameras, index: int, background: np.ndarray, cfg: RenderConfig,
+def render_view(model: Model, cameras: Cameras, index: int, background: np.ndarray, cfg: RenderConfig,
                 device: torch.device, amp_dtype: torch.dtype | None = None, chunk: int = 16384) -> View:
-    """Render world camera `index` in full (the field's space places it), in chunks of rays, with
+    """Render world camera `index` in full (the model's space places it), in chunks of rays, with
     deterministic (mid-step) samples."""
     width, height = (int(s) for s in cameras.sizes[index])
     origins, dirs = image_rays(cameras, index)
-    scale = field.space.scale
-    origins = (origins - torch.as_tensor(field.space.center, dtype=torch.float32)) * scale
+    scale = model.space.scale
+    origins = (origins - torch.as_tensor(model.space.center, dtype=torch.float32)) * scale
     bg = torch.as_tensor(background, dtype=torch.float32, device=device)
     parts = []
     for i in range(0, len(origins), chunk):
-        r = render_rays(field, origins[i:i + chunk].to(device), dirs[i:i + chunk].to(device), bg, cfg,
+        r = render_rays(model, origins[i:i + chunk].to(device), dirs[i:i + chunk].to(device), bg, cfg,
                         amp_dtype=amp_dtype)
         parts.append(torch.cat([r.rgb, r.depth[:, None] / scale, r.opacity[:, None]], -1).cpu())
     out = torch.cat(parts).reshape(height, width, 5).numpy()

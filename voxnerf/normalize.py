@@ -16,7 +16,7 @@ import torch
 from voxnerf.cameras import Cameras
 from voxnerf.data.common import bounds_from_cameras
 from voxnerf.scene import Scene
-from voxnerf.space import Space
+from voxnerf.space import Box, Contract, Ndc, Space
 
 CAMERA_MARGIN = 1.05  # contract: the unit box reaches this much beyond the farthest camera
 NEAR_MARGIN = 0.9  # ndc: the near plane sits at this fraction of the scene's near depth
@@ -24,13 +24,12 @@ FAR_RATIO = 100.0  # contract: rays march this many times the camera radius (the
 
 
 def space_for(scene: Scene, kind: str) -> Space:
-    """The Space of `kind` ("box", "contract" or "ndc") that frames `scene`'s training cameras."""
+    """The Space of `kind` (a name in voxnerf.space.SPACES, from the config) that frames `scene`'s training
+    cameras."""
     cameras = scene.cameras.subset(scene.split_indices("train"))
-    if kind == "contract":
-        return contract_space(cameras)
-    if kind == "ndc":
-        return ndc_space(cameras, scene.near)
-    return Space("box", center=scene.center.tolist(), scale=scene.scale)
+    builders = {"box": lambda: Box(scene.center.tolist(), scene.scale), "contract": lambda: contract_space(cameras),
+                "ndc": lambda: ndc_space(cameras, scene.near)}
+    return builders[kind]()
 
 
 def contract_space(cameras: Cameras) -> Space:
@@ -39,7 +38,7 @@ def contract_space(cameras: Cameras) -> Space:
     center = 0.5 * (bbox[0] + bbox[1])
     half = CAMERA_MARGIN * float(np.abs(cameras.centers - center).max())
     half = max(half, 1e-6)
-    return Space("contract", center=center.tolist(), scale=1.0 / half, far=FAR_RATIO)
+    return Contract(center.tolist(), 1.0 / half, far=FAR_RATIO)
 
 
 def mean_pose(cameras: Cameras) -> tuple[np.ndarray, np.ndarray]:
@@ -52,26 +51,26 @@ def mean_pose(cameras: Cameras) -> tuple[np.ndarray, np.ndarray]:
     return cameras.centers.mean(0), np.stack([np.cross(down, forward), down, forward], 1)
 
 
-def ndc_space(cameras: Cameras, near: float) -> Space:
+def ndc_space(cameras: Cameras, near: float) -> Ndc:
     """NDC of the mean pose, near plane at NEAR_MARGIN * near, window covering every camera's corner rays."""
     center, rotation = mean_pose(cameras)
     unit_near = NEAR_MARGIN * near
-    space = Space("ndc", center=center.tolist(), scale=1.0 / unit_near, ndc_rotation=rotation.tolist(),
-                  ndc_projection=[1.0, 1.0, 0.0, 0.0])
+    space = Ndc(center.tolist(), 1.0 / unit_near, rotation=rotation.tolist())
     lo, hi = _ndc_window(cameras, space)
     ax, ay = 2 / (hi - lo)
     bx, by = -(hi + lo) / (hi - lo)
-    space.ndc_projection = [float(ax), float(ay), float(bx), float(by)]
+    space.projection = [float(ax), float(ay), float(bx), float(by)]
     return space
 
 
-def _ndc_window(cameras: Cameras, space: Space) -> tuple[np.ndarray, np.ndarray]:
+def _ndc_window(cameras: Cameras, space: Ndc) -> tuple[np.ndarray, np.ndarray]:
     """(2,) min and max of X/Z, Y/Z (reference frame) over every camera's corner rays, from the near plane to
     infinity: the window the NDC grid must span."""
     dirs = cameras.corner_rays()
     dirs /= np.linalg.norm(dirs, axis=-1, keepdims=True)
     origins = np.repeat(space.world_to_unit(cameras.centers)[:, None], 4, 1)
-    start, direction, _ = space.ndc_rays(torch.as_tensor(origins.reshape(-1, 3)), torch.as_tensor(dirs.reshape(-1, 3)))
-    end = start + direction * (2 / direction[:, 2:3])  # z runs from -1 to 1
+    rays = space.march_rays(torch.as_tensor(origins.reshape(-1, 3)), torch.as_tensor(dirs.reshape(-1, 3)))
+    end = rays.origins + rays.dirs * (2 / rays.dirs[:, 2:3])  # z runs from -1 to 1
+    start = rays.origins
     xy = torch.cat([start[:, :2], end[:, :2]]).numpy()
     return xy.min(0), xy.max(0)

@@ -1,16 +1,19 @@
-"""Rendering rays through a radiance field: march (no grad), then differentiable density, weights and color."""
+"""Rendering rays through a radiance field: the estimator marches (no grad), then differentiable density,
+weights and color from the field."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
+from typing import TYPE_CHECKING
 
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from voxnerf.field import RadianceField
-from voxnerf.march import march
+from voxnerf.fields.base import Field, Lookup
 from voxnerf.volrend import accumulate, distortion, render_weights
+
+if TYPE_CHECKING:
+    from voxnerf.model import Model
 
 
 @dataclass
@@ -40,14 +43,24 @@ class RenderResult:
 def _chunked(fn, chunk: int, *args: torch.Tensor) -> torch.Tensor:
     """fn(*args) evaluated in row chunks under gradient checkpointing (activations recomputed in backward)."""
     n = len(args[0])
-    if n == 0:
+    if n == 0 or not chunk:
         return fn(*args)
     parts = [checkpoint(fn, *(a[i:i + chunk] for a in args), use_reentrant=False) for i in range(0, n, chunk)]
     return torch.cat(parts)
 
 
+def sigma_fn(field: Field):
+    """The estimator's density callback: grid points (N, 3) -> (sigma (N,) without gradient, their Lookup)."""
+
+    def query(g: torch.Tensor) -> tuple[torch.Tensor, Lookup]:
+        lookup = field.lookup(g)
+        return field.density(lookup), lookup
+
+    return query
+
+
 def render_rays(
-    field: RadianceField,
+    model: Model,
     origins: torch.Tensor,
     dirs: torch.Tensor,
     background: torch.Tensor,
@@ -56,10 +69,10 @@ def render_rays(
     amp_dtype: torch.dtype | None = None,
     with_distortion: bool = False,
 ) -> RenderResult:
-    """Render rays given in unit-box coordinates (the field's space maps them to its grid).
+    """Render rays given in unit-box coordinates (the model's space maps them to the grid).
 
     Args:
-        field: the radiance field.
+        model: the field and the occupancy estimator that marches rays through it (and holds the space).
         origins, dirs: (R, 3) rays in unit-box coordinates, dirs unit length.
         background: (R, 3) or (3,) color behind each ray.
         cfg: sampling and skipping thresholds.
@@ -70,36 +83,25 @@ def render_rays(
         RenderResult with FP32 outputs (compositing is always FP32).
     """
     n = len(origins)
-    space = field.space
-    step = cfg.step_ratio * field.grid.cell_size / space.inner_scale
+    field, estimator = model.field, model.estimator
+    space = estimator.space
+    step = cfg.step_ratio * estimator.cell_size / space.inner_scale
     if jitter is None:
         offsets = torch.full((n,), 0.5, device=origins.device)
     else:
         offsets = torch.rand(n, generator=jitter, device=jitter.device).to(origins.device)
-    march_origins, march_dirs = origins, dirs
-    if space.kind == "ndc":
-        march_origins, march_dirs, ndc_constants = space.ndc_rays(origins, dirs)
-    samples = march(field.grid, field.activate, march_origins, march_dirs, step, offsets, cfg.alpha_min,
-                    cfg.transmittance_min, cfg.march_chunk, space.far if space.kind == "contract" else None)
-    ray_idx, rows, w = samples.ray_idx, samples.rows, samples.weights
-    if cfg.checkpoint_chunk:
-        sigmas = _chunked(field.density_at, cfg.checkpoint_chunk, rows, w)
-    else:
-        sigmas = field.density_at(rows, w)
+    rays = space.march_rays(origins, dirs)
+    samples = estimator.march(rays, sigma_fn(field), step, offsets, cfg.alpha_min, cfg.transmittance_min,
+                              cfg.march_chunk)
+    ray_idx = samples.ray_idx
+    sigmas = _chunked(lambda *lookup: field.density(lookup), cfg.checkpoint_chunk, *samples.lookup)
     weights, transmittance = render_weights(sigmas, samples.delta, ray_idx)
     colored = weights.detach() > cfg.color_weight_min
-    color_args = (rows[colored], w[colored], dirs[ray_idx[colored]])
-    color = partial(field.color_at, amp_dtype=amp_dtype)
-    if cfg.checkpoint_chunk:
-        rgb_s = _chunked(color, cfg.checkpoint_chunk, *color_args)
-    else:
-        rgb_s = color(*color_args)
+    color_args = (dirs[ray_idx[colored]], *(a[colored] for a in samples.lookup))
+    rgb_s = _chunked(lambda d, *lookup: field.color(lookup, d, amp_dtype), cfg.checkpoint_chunk, *color_args)
     opacity = accumulate(weights, ray_idx, n)
     rgb = accumulate(weights[colored], ray_idx[colored], n, rgb_s)
-    distance = samples.t
-    if space.kind == "ndc":
-        z_ndc = march_origins[ray_idx, 2] + samples.t * march_dirs[ray_idx, 2]
-        distance = space.ndc_distance(z_ndc, ndc_constants[ray_idx], space.far)
+    distance = space.ray_distance(samples.t, rays, ray_idx)
     depth = accumulate(weights, ray_idx, n, distance.unsqueeze(-1)).squeeze(-1)
     rgb = rgb + (1 - opacity).unsqueeze(-1) * background
     alpha_sum = (weights / transmittance.clamp_min(1e-10)).sum()

@@ -1,21 +1,21 @@
-"""A sparse grid of features at the vertices of an R^3 cell grid over the unit box [-1, 1]^3.
+"""A sparse grid of features at the vertices of an R^3 cell grid over the grid cube [-1, 1]^3.
 
 Storage is two-level, VDB-like: a dense int32 index over bricks of 8^3 vertices (R/8 + 1 per axis, so 1024^3
 cells need a 129^3 index, 8.6 MB) points into tables holding only the allocated bricks' vertices. Lookup is two
 gathers per corner, O(1), in plain PyTorch on any device. Memory grows with the allocated bricks, not with R^3.
 
-Each cell is named by its min-corner vertex and its occupancy lives in that vertex's slot. Topology changes
-(`prune`, `subdivide`) rebuild the index and return the `RowRemap` that carries any per-row table (parameters,
-optimizer moments) from the old layout to the new one.
+Each cell is named by its min-corner vertex. Topology changes (`pruned`, `subdivided`) build a new index and the
+`Relayout` that carries any per-row table (parameters, optimizer moments, occupancy scores) from the old layout to
+the new one. The occupancy estimator (voxnerf.occupancy) keeps its cells in a BrickIndex of its own.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Callable
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from voxnerf.interpolate import weighted_row_sum
@@ -71,13 +71,13 @@ class BrickIndex:
         slot = brick * BRICK_VOLUME + (local[..., 0] * BRICK + local[..., 1]) * BRICK + local[..., 2]
         return torch.where(brick >= 0, slot, -1)
 
-    def to_grid(self, x: torch.Tensor) -> torch.Tensor:
-        """(N, 3) unit-box points -> (N, 3) continuous vertex coordinates in [0, R]."""
+    def vertex_coords(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, 3) grid points in [-1, 1] -> (N, 3) continuous vertex coordinates in [0, R]."""
         return ((x + 1) * (0.5 * self.resolution)).clamp(0, self.resolution)
 
     def cells(self, x: torch.Tensor) -> torch.Tensor:
-        """(N, 3) unit-box points -> (N, 3) int64 coordinates of the cell holding each."""
-        return self.to_grid(x).floor().long().clamp(0, self.resolution - 1)
+        """(N, 3) grid points -> (N, 3) int64 coordinates of the cell holding each."""
+        return self.vertex_coords(x).floor().long().clamp(0, self.resolution - 1)
 
     def corners(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Trilinear interpolation stencil of each point.
@@ -85,12 +85,12 @@ class BrickIndex:
         Brick and in-brick offsets are computed per axis for the two vertex layers (c and c + 1) and combined by
         broadcasting, so only the final gather touches all 8 corners.
         Args:
-            x: (N, 3) points in the unit box.
+            x: (N, 3) grid points in [-1, 1].
         Returns:
             rows (N, 8) int64 and weights (N, 8) float; corners in unallocated bricks get row 0 and weight 0.
             Corner k is offset (k >> 2 & 1, k >> 1 & 1, k & 1) from the cell's min corner.
         """
-        p = self.to_grid(x)
+        p = self.vertex_coords(x)
         c = p.floor().clamp(0, self.resolution - 1)
         f = p - c
         c = c.long()
@@ -157,6 +157,63 @@ def bricks_around_cells(cells: torch.Tensor, bricks_per_axis: int) -> torch.Tens
     return torch.stack([lin // (n * n), (lin // n) % n, lin % n], -1)
 
 
+@dataclass
+class Relayout:
+    """A new brick layout and how per-row tables of the old one carry over to it.
+
+    Attributes:
+        layout: the new BrickIndex.
+        interpolate: carries values (parameters, optimizer moments, scores): kept rows keep theirs, new vertices of
+            a subdivision interpolate the old field trilinearly.
+        inherit: carries per-cell flags: every new cell takes its parent cell's value (False where it has none).
+    """
+
+    layout: BrickIndex
+    interpolate: RowRemap
+    inherit: RowRemap
+
+
+def pruned(old: BrickIndex, keep: torch.Tensor) -> Relayout:
+    """Free every brick that no kept cell touches.
+
+    Args:
+        old: the current layout.
+        keep: (V,) bool, cells to keep.
+    """
+    wanted = bricks_around_cells(old.slot_vertices()[keep & old.real_cells()], old.bricks_per_axis)
+    n = old.bricks_per_axis
+    old_bricks = old.index.view(-1)[(wanted[:, 0] * n + wanted[:, 1]) * n + wanted[:, 2]].long()
+    old_rows = (old_bricks.unsqueeze(1) * BRICK_VOLUME + torch.arange(BRICK_VOLUME, device=wanted.device)).reshape(-1)
+
+    def remap(table: torch.Tensor) -> torch.Tensor:
+        return table[old_rows]
+
+    return Relayout(BrickIndex(old.resolution, wanted), remap, remap)
+
+
+def subdivided(old: BrickIndex, cells: torch.Tensor) -> Relayout:
+    """Halve the cell size where `cells` (V,) bool are marked: their children get bricks at twice the resolution.
+
+    A trilinear field restricted to a sub-cell is trilinear, so `interpolate` preserves a field exactly inside
+    every refined cell.
+    """
+    parents = old.slot_vertices()[cells & old.real_cells()]
+    children = (2 * parents.unsqueeze(1) + CORNERS.to(parents.device)).reshape(-1, 3)
+    new = BrickIndex(2 * old.resolution, bricks_around_cells(children, 2 * old.resolution // BRICK + 1))
+    vertices = new.slot_vertices()
+    rows, w = old.corners(vertices.float() / new.resolution * 2 - 1)
+    parent_slots = old.vertex_slots((vertices >> 1).clamp_max(old.resolution - 1))
+
+    def interpolate(table: torch.Tensor) -> torch.Tensor:
+        flat = table.reshape(len(table), -1)
+        return weighted_row_sum(flat, rows, w.to(flat.dtype)).reshape(len(rows), *table.shape[1:])
+
+    def inherit(table: torch.Tensor) -> torch.Tensor:
+        return table[parent_slots.clamp_min(0)] & (parent_slots >= 0)
+
+    return Relayout(new, interpolate, inherit)
+
+
 class SparseVoxelGrid(nn.Module):
     """Vertex features (raw density + C feature channels) on allocated 8^3-vertex bricks.
 
@@ -165,31 +222,20 @@ class SparseVoxelGrid(nn.Module):
         features: (V, C) feature vector per vertex.
     Buffers:
         brick_coords: (B, 3) int64 allocated bricks (the layout; `layout` is rebuilt from it).
-        occupied: (V,) bool, whether the cell whose min corner is this vertex may hold matter.
-        score: (V,) float, running occupancy statistic of that cell (kept by the occupancy strategy).
-        brick_occupied: (n, n, n) bool, bricks holding an occupied cell, dilated by one brick (coarse marching).
-    Attributes:
-        occupied_bbox: unit-box min and max corners (3,), (3,) of the occupied cells, refreshed with them.
     """
 
-    def __init__(self, resolution: int, brick_coords: torch.Tensor, density: torch.Tensor, features: torch.Tensor,
-                 occupied: torch.Tensor | None = None):
+    def __init__(self, resolution: int, brick_coords: torch.Tensor, density: torch.Tensor, features: torch.Tensor):
         super().__init__()
         self.layout = BrickIndex(resolution, brick_coords)
         self.density = nn.Parameter(density)
         self.features = nn.Parameter(features)
         self.register_buffer("brick_coords", self.layout.brick_coords)
-        self.register_buffer("occupied", torch.ones(len(density), dtype=torch.bool, device=density.device))
-        self.register_buffer("score", torch.zeros(len(density), device=density.device))
-        self.register_buffer("brick_occupied", torch.empty(0, dtype=torch.bool))
-        self.set_occupied(self.occupied if occupied is None else occupied)
 
     @classmethod
     def dense(cls, resolution: int, feature_dim: int, density_value: float = 0.0, feature_std: float = 0.0,
               generator: torch.Generator | None = None) -> "SparseVoxelGrid":
         """A grid with every brick allocated (the coarse starting level), on the CPU."""
-        n = resolution // BRICK + 1
-        coords = torch.stack(torch.meshgrid(*[torch.arange(n)] * 3, indexing="ij"), -1).reshape(-1, 3)
+        coords = all_bricks(resolution)
         rows = len(coords) * BRICK_VOLUME
         density = torch.full((rows,), density_value)
         features = torch.randn(rows, feature_dim, generator=generator) * feature_std
@@ -198,9 +244,7 @@ class SparseVoxelGrid(nn.Module):
     @classmethod
     def from_state_dict(cls, state: dict, resolution: int) -> "SparseVoxelGrid":
         """Rebuild a grid saved with `state_dict()` (the layout comes from the saved brick coordinates)."""
-        grid = cls(resolution, state["brick_coords"], state["density"], state["features"], state["occupied"])
-        grid.score = state["score"]
-        return grid
+        return cls(resolution, state["brick_coords"], state["density"], state["features"])
 
     @property
     def resolution(self) -> int:
@@ -212,11 +256,11 @@ class SparseVoxelGrid(nn.Module):
 
     @property
     def cell_size(self) -> float:
-        """Edge of one cell in unit-box units."""
+        """Edge of one cell in grid units."""
         return 2.0 / self.resolution
 
     def extra_repr(self) -> str:
-        return f"resolution={self.resolution}, bricks={self.num_bricks}, occupied_cells={int(self.occupied.sum())}"
+        return f"resolution={self.resolution}, bricks={self.num_bricks}"
 
     def _apply(self, fn, recurse=True):
         """Moving the module (`.to(device)`) moves the layout's index along with the buffers."""
@@ -225,13 +269,8 @@ class SparseVoxelGrid(nn.Module):
         return self
 
     # ---- lookup ---------------------------------------------------------------------------------------------
-    def is_occupied(self, x: torch.Tensor) -> torch.Tensor:
-        """(N, 3) unit-box points -> (N,) bool, whether each lies in an occupied cell."""
-        slots = self.layout.vertex_slots(self.layout.cells(x))
-        return self.occupied[slots.clamp_min(0)] & (slots >= 0)
-
     def stencil(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Corner rows (N, 8) and trilinear weights (N, 8) of unit-box points (N, 3); see BrickIndex.corners."""
+        """Corner rows (N, 8) and trilinear weights (N, 8) of grid points (N, 3); see BrickIndex.corners."""
         return self.layout.corners(x)
 
     def density_at(self, rows: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
@@ -265,83 +304,28 @@ class SparseVoxelGrid(nn.Module):
         d_features = (self.features[here] - self.features[nb]).pow(2).mean()
         return d_density, d_features
 
-    # ---- per-cell statistics --------------------------------------------------------------------------------
-    def cell_max_density(self) -> torch.Tensor:
-        """(V,) the largest raw density inside each row's cell (-inf for rows naming no cell).
-
-        Trilinear interpolation is multilinear, so its maximum over a cell is at a corner: this is exact.
-        """
-        slots = self.layout.cell_corner_rows()
-        return self.density.detach()[slots.clamp_min(0)].masked_fill(slots < 0, float("-inf")).amax(-1)
-
-    def set_occupied(self, occupied: torch.Tensor) -> None:
-        """Replace the per-cell occupancy (V,) bool and refresh the brick-level summary."""
-        self.occupied = occupied & self.layout.real_cells()
-        n = self.layout.bricks_per_axis
-        has = self.occupied.view(-1, BRICK_VOLUME).any(1).float()
-        dense = torch.zeros(n, n, n, device=has.device)
-        c = self.brick_coords
-        dense[c[:, 0], c[:, 1], c[:, 2]] = has
-        self.brick_occupied = F.max_pool3d(dense[None, None], 3, stride=1, padding=1)[0, 0] > 0
-        self.occupied_bbox = self._bbox_of(self.occupied)
-
-    def _bbox_of(self, cells: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Unit-box min and max corners (3,), (3,) of the cells marked in (V,) bool (the whole box if none)."""
-        v = self.layout.slot_vertices()[cells]
-        if len(v) == 0:
-            return -torch.ones(3, device=v.device), torch.ones(3, device=v.device)
-        return v.amin(0).float() * self.cell_size - 1, (v.amax(0) + 1).float() * self.cell_size - 1
-
     # ---- topology -------------------------------------------------------------------------------------------
-    def prune(self, keep: torch.Tensor) -> RowRemap:
-        """Free every brick that no kept cell touches, and mark the cells not kept as empty.
+    def prune(self, keep: torch.Tensor) -> Relayout:
+        """Free every brick that no kept cell (V,) bool touches; kept bricks keep their values."""
+        change = pruned(self.layout, keep)
+        self._relayout(change)
+        return change
 
-        Args:
-            keep: (V,) bool, cells to keep (usually the occupied ones).
-        Returns:
-            the RowRemap from old rows to new rows (kept bricks keep their values).
-        """
-        old = self.layout
-        wanted = bricks_around_cells(old.slot_vertices()[keep & old.real_cells()], old.bricks_per_axis)
-        n = old.bricks_per_axis
-        old_bricks = old.index.view(-1)[(wanted[:, 0] * n + wanted[:, 1]) * n + wanted[:, 2]].long()
-        old_rows = (old_bricks.unsqueeze(1) * BRICK_VOLUME + torch.arange(BRICK_VOLUME, device=wanted.device)).reshape(-1)
+    def subdivide(self, cells: torch.Tensor) -> Relayout:
+        """Halve the cell size where `cells` (V,) bool are marked; the new vertices interpolate the old field."""
+        change = subdivided(self.layout, cells)
+        self._relayout(change)
+        return change
 
-        def remap(table: torch.Tensor) -> torch.Tensor:
-            return table[old_rows]
-
-        self._relayout(BrickIndex(old.resolution, wanted), remap, remap(self.occupied & keep))
-        return remap
-
-    def subdivide(self) -> RowRemap:
-        """Halve the cell size where cells are occupied; the new vertices interpolate the old field.
-
-        A trilinear field restricted to a sub-cell is trilinear, so the field is preserved exactly inside every
-        refined cell. Child cells inherit their parent's occupancy.
-        Returns:
-            the RowRemap from old rows to new rows (trilinear resampling of any per-row table).
-        """
-        old = self.layout
-        parents = old.slot_vertices()[self.occupied]
-        children = (2 * parents.unsqueeze(1) + CORNERS.to(parents.device)).reshape(-1, 3)
-        new = BrickIndex(2 * old.resolution, bricks_around_cells(children, 2 * old.resolution // BRICK + 1))
-        vertices = new.slot_vertices()
-        rows, w = old.corners(vertices.float() / new.resolution * 2 - 1)
-
-        def remap(table: torch.Tensor) -> torch.Tensor:
-            flat = table.reshape(len(table), -1)
-            return weighted_row_sum(flat, rows, w.to(flat.dtype)).reshape(len(rows), *table.shape[1:])
-
-        parent_slots = old.vertex_slots((vertices >> 1).clamp_max(old.resolution - 1))
-        occupied = self.occupied[parent_slots.clamp_min(0)] & (parent_slots >= 0)
-        self._relayout(new, remap, occupied)
-        return remap
-
-    def _relayout(self, layout: BrickIndex, remap: RowRemap, occupied: torch.Tensor) -> None:
-        self.layout = layout
-        self.brick_coords = layout.brick_coords
+    def _relayout(self, change: Relayout) -> None:
+        self.layout = change.layout
+        self.brick_coords = change.layout.brick_coords
         with torch.no_grad():
-            self.density = nn.Parameter(remap(self.density.detach()))
-            self.features = nn.Parameter(remap(self.features.detach()))
-            self.score = remap(self.score)
-        self.set_occupied(occupied)
+            self.density = nn.Parameter(change.interpolate(self.density.detach()))
+            self.features = nn.Parameter(change.interpolate(self.features.detach()))
+
+
+def all_bricks(resolution: int) -> torch.Tensor:
+    """(B, 3) int64 coordinates of every brick of an R^3 grid (on the CPU)."""
+    n = resolution // BRICK + 1
+    return torch.stack(torch.meshgrid(*[torch.arange(n)] * 3, indexing="ij"), -1).reshape(-1, 3)

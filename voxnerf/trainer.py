@@ -16,12 +16,12 @@ from voxnerf.config import TrainConfig, config_to_dict
 from voxnerf.distributed import World
 from voxnerf.errors import VoxnerfError
 from voxnerf.evaluate import render_view, score_views, target_image
-from voxnerf.field import RadianceField
 from voxnerf.metrics import mse_to_psnr
+from voxnerf.model import Model
 from voxnerf.normalize import space_for
 from voxnerf.ray_sampler import RaySampler
 from voxnerf.renderer import RenderConfig, render_rays
-from voxnerf.run import field_from_state, field_state, scene_record
+from voxnerf.run import scene_record
 from voxnerf.scene import Scene
 from voxnerf.strategy import TopologyStrategy
 
@@ -46,7 +46,7 @@ def amp_dtype_for(precision: str, device: torch.device) -> torch.dtype | None:
 
 
 class Trainer:
-    """Trains a RadianceField on a scene and writes a run folder.
+    """Trains a Model (a field and its occupancy estimator) on a scene and writes a run folder.
 
     Run folder: checkpoint.pt (atomic), config.yaml, metrics.jsonl, metrics.csv, eval.json (after `evaluate`).
 
@@ -76,25 +76,24 @@ class Trainer:
         self.step, self.elapsed, self.n_rays = 0, 0.0, cfg.optim.min_rays
         self.eval_at = sorted(eval_at)
         self.snapshots: list[dict] = []
-        self.field = RadianceField(cfg.field, seed=cfg.seed, space=space_for(scene, cfg.space)).to(device)
+        self.model = Model.build(cfg.field, cfg.levels[0].resolution, space_for(scene, cfg.space), cfg.seed)
         if init is not None:
-            self.field = field_from_state(load_checkpoint(init, device)["field"], cfg.field).to(device)
+            self.model = Model.from_checkpoint(load_checkpoint(init, "cpu"))
+        self.model.to(device)
         self.optimizer = self._make_optimizer()
         if resume:
             self._restore(load_checkpoint(self.out / CHECKPOINT, device))
-        self.sampler = RaySampler(scene, scene.split_indices("train"), device, self.field.space)
+        self.sampler = RaySampler(scene, scene.split_indices("train"), device, self.model.space)
 
     # ---- setup ----------------------------------------------------------------------------------------------
     def _make_optimizer(self) -> torch.optim.Optimizer:
-        o = self.cfg.optim
-        groups = [
-            {"params": [self.field.grid.density, self.field.grid.features], "lr": o.lr_grid, "name": "grid"},
-            {"params": list(self.field.decoder.parameters()), "lr": o.lr_decoder, "name": "decoder"},
-        ]
+        groups = self.model.field.param_groups(self.cfg.optim)
+        for group in groups:
+            group["base_lr"] = group["lr"]
         return torch.optim.Adam(groups, betas=(0.9, 0.99), eps=1e-15, fused=True)
 
     def _restore(self, ckpt: dict) -> None:
-        self.field = field_from_state(ckpt["field"], self.cfg.field).to(self.device)
+        self.model = Model.from_checkpoint(ckpt).to(self.device)
         self.optimizer = self._make_optimizer()
         self.optimizer.load_state_dict(ckpt["optimizer"])
         self.step, self.elapsed, self.n_rays = ckpt["step"], ckpt["elapsed"], ckpt["n_rays"]
@@ -109,13 +108,13 @@ class Trainer:
         save_atomic({
             "version": 1,
             "config": config_to_dict(self.cfg),
-            "field": field_state(self.field),
+            "model": self.model.state(),
             "optimizer": self.optimizer.state_dict(),
             "step": self.step,
             "elapsed": self.elapsed,
             "n_rays": self.n_rays,
             "rng": self.generator.get_state(),
-            "scene": scene_record(self.scene, self.field.space),
+            "scene": scene_record(self.scene, self.model.space),
             "snapshots": self.snapshots,
         }, self.out / CHECKPOINT)
 
@@ -134,10 +133,9 @@ class Trainer:
         return RenderConfig(**{**asdict(r), "alpha_min": 0.0, "color_weight_min": 0.0})
 
     def _set_learning_rates(self, progress: float) -> None:
-        o = self.cfg.optim
-        decay = o.lr_final_ratio ** progress
+        decay = self.cfg.optim.lr_final_ratio ** progress
         for group in self.optimizer.param_groups:
-            group["lr"] = (o.lr_grid if group["name"] == "grid" else o.lr_decoder) * decay
+            group["lr"] = group["base_lr"] * decay
 
     # ---- one step -------------------------------------------------------------------------------------------
     def train_step(self) -> dict:
@@ -147,18 +145,18 @@ class Trainer:
         self._set_learning_rates(progress)
         n_total = self.n_rays
         batch = self.sampler.sample(self.world.share(n_total), level.image_scale, self.generator)
-        result = render_rays(self.field, batch["origins"], batch["dirs"], batch["background"],
+        result = render_rays(self.model, batch["origins"], batch["dirs"], batch["background"],
                              self._render_config(), self.generator, self.amp_dtype,
                              with_distortion=self.cfg.optim.distortion_weight > 0)
         mse = torch.nn.functional.mse_loss(result.rgb, batch["target"])
         loss = mse + self._regularization(result)
         self.scaler.scale(loss).backward()
-        self.world.all_reduce_gradients(self.field.parameters())
+        self.world.all_reduce_gradients(self.model.parameters())
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
-        if self.strategy.step_post_backward(self.step, progress, self.field, self.optimizer):
-            self.world.check_identical(self.field, f"the topology change after step {self.step}")
+        if self.strategy.step_post_backward(self.step, progress, self.model, self.optimizer):
+            self.world.check_identical(self.model, f"the topology change after step {self.step}")
         samples_per_ray = self.world.sum(result.num_samples) / max(n_total, 1)
         o = self.cfg.optim
         self.n_rays = int(np.clip(o.target_samples / max(samples_per_ray, 1.0), o.min_rays, o.max_rays))
@@ -169,26 +167,21 @@ class Trainer:
             "samples_per_ray": samples_per_ray,
             "skipped": 1.0 - result.num_samples / max(result.num_candidates, 1),
             "color_samples_per_ray": result.num_color_samples / max(len(batch["origins"]), 1),
-            "resolution": self.field.grid.resolution,
+            "resolution": self.model.estimator.resolution,
             "image_scale": level.image_scale,
-            "occupied": int(self.field.grid.occupied.sum()),
-            "bricks": self.field.grid.num_bricks,
+            "occupied": int(self.model.estimator.occupied.sum()),
+            "parameters": sum(p.numel() for p in self.model.parameters()),
         }
 
     def _regularization(self, result) -> torch.Tensor:
         """Opacity entropy (rays either hit something or see the background), sample sparsity, distortion, and
-        total variation of the grid on random occupied vertices."""
+        the field's own regularizers (e.g. total variation of a grid)."""
         o = self.cfg.optim
         a = result.opacity.clamp(1e-5, 1 - 1e-5)
         entropy = -(a * torch.log(a) + (1 - a) * torch.log(1 - a)).mean()
         loss = o.entropy_weight * entropy + o.sparsity_weight * result.sample_alpha_sum / max(len(a), 1)
         loss = loss + o.distortion_weight * result.distortion / max(len(a), 1)
-        if o.tv_density or o.tv_features:
-            occupied = torch.nonzero(self.field.grid.occupied).squeeze(-1)
-            pick = torch.randint(0, len(occupied), (o.tv_vertices,), generator=self.generator)
-            tv_density, tv_features = self.field.grid.total_variation(occupied[pick.to(occupied.device)])
-            loss = loss + o.tv_density * tv_density + o.tv_features * tv_features
-        return loss
+        return loss + self.model.field.regularization(o, self.generator)
 
     # ---- loop -----------------------------------------------------------------------------------------------
     def train(self) -> dict:
@@ -243,19 +236,19 @@ class Trainer:
     # ---- evaluation -----------------------------------------------------------------------------------------
     def evaluate(self, split: str = "test", every: int = 1, with_lpips: bool = True, write: bool = True) -> dict:
         """Render every `every`-th view of `split` and score it; writes eval.json when `write`."""
-        return evaluate_field(self.field, self.scene, self.cfg.render, self.device, self.amp_dtype, split, every,
+        return evaluate_field(self.model, self.scene, self.cfg.render, self.device, self.amp_dtype, split, every,
                               with_lpips, self.out if write else None)
 
 
-def evaluate_field(field: RadianceField, scene: Scene, render_cfg: RenderConfig, device: torch.device,
+def evaluate_field(model: Model, scene: Scene, render_cfg: RenderConfig, device: torch.device,
                    amp_dtype: torch.dtype | None, split: str = "test", every: int = 1, with_lpips: bool = True,
                    out: Path | None = None) -> dict:
-    """Per-view and mean PSNR/SSIM(/LPIPS) of a field on a split; written to out/eval.json when `out` is given."""
+    """Per-view and mean PSNR/SSIM(/LPIPS) of a model on a split; written to out/eval.json when `out` is given."""
     indices = scene.split_indices(split)[::every]
     background = scene.render_background
     preds, targets = [], []
     for i in indices:
-        view = render_view(field, scene.cameras, int(i), background, render_cfg, device, amp_dtype)
+        view = render_view(model, scene.cameras, int(i), background, render_cfg, device, amp_dtype)
         preds.append(view.rgb)
         targets.append(target_image(scene.rgba(i), background))
     rows = score_views(preds, targets, with_lpips)

@@ -64,7 +64,7 @@ def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int
     if not 0 < level < 1:
         raise VoxnerfError(f"--level {level}: the opacity iso value must lie in (0, 1)")
     box = crop_box(run, bbox)
-    samples = samples or run.field.grid.resolution
+    samples = samples or run.model.estimator.resolution
     if method == "density":
         require_box_space(run, "--method density", "--method tsdf")
         mesh = field_mesh(run, box, samples, level, progress)

@@ -36,7 +36,7 @@ def crop_box(run: Run, bbox: np.ndarray | None = None) -> np.ndarray:
 
 def require_box_space(run: Run, what: str, instead: str) -> None:
     """Density-lattice exports sample the unit box as the grid: a VoxnerfError for contracted / NDC runs."""
-    kind = run.field.space.kind
-    if kind != "box":
+    kind = run.model.space.kind
+    if not run.model.space.bounded:
         raise VoxnerfError(f"{what} needs a bounded (box) run; {run.path} was trained in a {kind} space "
                            f"(unbounded or forward-facing scene): use {instead}")

@@ -105,12 +105,12 @@ def opacity_crossing(t: np.ndarray, sigma: np.ndarray, step: float,
 def median_depth(run: Run, origins: np.ndarray, dirs: np.ndarray) -> np.ndarray:
     """World distances (R,) along world rays (origins, unit dirs (R, 3)) at which the field's accumulated
     opacity reaches SURFACE_OPACITY, nan where it never does (densities sampled every STEP_RATIO cells)."""
-    o, step = run.to_unit(origins), STEP_RATIO * run.field.grid.cell_size
+    o, step = run.to_unit(origins), STEP_RATIO * run.model.estimator.cell_size
     near, far = box_span(o, dirs, UNIT_BOX)
     out = np.full(len(o), np.nan)
     for i in range(0, len(o), RAY_CHUNK):
         rays = slice(i, i + RAY_CHUNK)
-        t, sigma = densities_along(run.field, o[rays], dirs[rays], near[rays], far[rays], step)
+        t, sigma = densities_along(run.model, o[rays], dirs[rays], near[rays], far[rays], step)
         out[rays] = opacity_crossing(t, sigma, step) / run.scale
     return out
 
@@ -118,12 +118,12 @@ def median_depth(run: Run, origins: np.ndarray, dirs: np.ndarray) -> np.ndarray:
 def rendered_views(run: Run, cameras: Cameras, progress: bool = False) -> Iterator[SurfaceView]:
     """Render every camera with the run's field (on its device) and render settings, one SurfaceView at a time."""
     background = background_of(run)
-    device = run.field.grid.density.device
+    device = next(run.model.parameters()).device
     for i in tqdm(range(len(cameras)), desc="rendering views", unit="view", disable=not progress, leave=False):
-        view = render_view(run.field, cameras, i, background, run.config.render, device)
+        view = render_view(run.model, cameras, i, background, run.config.render, device)
         origins, dirs = (t.numpy().astype(np.float64) for t in image_rays(cameras, i))
         surface = view.opacity.reshape(-1) > SURFACE_OPACITY
-        if run.field.space.kind == "box":
+        if run.model.space.bounded:
             depth = np.zeros(len(origins))
             depth[surface] = median_depth(run, origins[surface], dirs[surface])
         else:  # the median-depth march covers the unit box only: contracted / NDC runs keep the rendered depth

@@ -18,7 +18,7 @@ from tqdm import tqdm
 from voxnerf.export.box import require_box_space
 from voxnerf.export.depth import RAY_CHUNK, STEP_RATIO, SURFACE_OPACITY, spread_views, training_cameras
 from voxnerf.export.query import box_span, densities_along, opacity_to_density
-from voxnerf.field import RadianceField
+from voxnerf.model import Model
 from voxnerf.rays import image_rays
 from voxnerf.run import Run
 
@@ -61,12 +61,13 @@ def camera_rays(run: Run, views: int = MAX_VIEWS, per_view: int = RAYS_PER_VIEW,
     return np.concatenate(origins), dirs / np.linalg.norm(dirs, axis=1, keepdims=True)
 
 
-def ray_profiles(field: RadianceField, origins: np.ndarray, dirs: np.ndarray, box_unit: np.ndarray,
+def ray_profiles(model: Model, origins: np.ndarray, dirs: np.ndarray, box_unit: np.ndarray,
                  step: float, progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The largest density and the accumulated opacity of each ray inside a unit-box region.
 
     Args:
-        field: the radiance field (densities of unoccupied cells count as zero, as the renderer skips them).
+        model: the field and its occupancy (densities of unoccupied cells count as zero, as the renderer skips
+            them).
         origins, dirs: (R, 3) unit-box rays, dirs unit length.
         box_unit: (2, 3) region; the ray is sampled at mid-steps between its entry and exit.
         step: sample spacing (unit-box length).
@@ -79,7 +80,7 @@ def ray_profiles(field: RadianceField, origins: np.ndarray, dirs: np.ndarray, bo
     for i in tqdm(range(0, len(origins), RAY_CHUNK), desc="sampling rays", unit="chunk", disable=not progress,
                   leave=False):
         rays = slice(i, i + RAY_CHUNK)
-        _, sigma = densities_along(field, origins[rays], dirs[rays], near[rays], far[rays], step)
+        _, sigma = densities_along(model, origins[rays], dirs[rays], near[rays], far[rays], step)
         max_sigma[rays] = sigma.max(1)
         opacity[rays] = -np.expm1(-sigma.sum(1) * step)
     return max_sigma, opacity
@@ -120,9 +121,9 @@ def auto_level(run: Run, box_world: np.ndarray, progress: bool = False) -> AutoL
         progress: show a progress bar.
     """
     require_box_space(run, "--level auto", "--method tsdf or --source depth")
-    delta = run.field.grid.cell_size
+    delta = run.model.estimator.cell_size
     origins, dirs = camera_rays(run)
-    max_sigma, opacity = ray_profiles(run.field, origins, dirs, run.to_unit(box_world), STEP_RATIO * delta,
+    max_sigma, opacity = ray_profiles(run.model, origins, dirs, run.to_unit(box_world), STEP_RATIO * delta,
                                       progress)
     s, iou = silhouette_density(max_sigma, opacity > SURFACE_OPACITY, opacity_to_density(DEFAULT_LEVEL, delta))
     return AutoLevel(float(-np.expm1(-s * delta)), iou, len(origins))

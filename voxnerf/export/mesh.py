@@ -21,7 +21,7 @@ from tqdm import tqdm
 from voxnerf.cameras import Cameras
 from voxnerf.export.depth import spread_views
 from voxnerf.export.query import head_on_colors, log_density, opacity_to_density
-from voxnerf.field import RadianceField
+from voxnerf.model import Model
 from voxnerf.rays import image_rays
 from voxnerf.run import Run
 
@@ -38,21 +38,21 @@ def sample_range(lo: float, hi: float, samples: int) -> tuple[int, int]:
     return first, last
 
 
-def occupied_blocks(field: RadianceField, samples: int, first: np.ndarray, last: np.ndarray) -> np.ndarray:
+def occupied_blocks(model: Model, samples: int, first: np.ndarray, last: np.ndarray) -> np.ndarray:
     """Blocks of the lattice that an occupied cell reaches into.
 
     Args:
-        field: the radiance field (its grid's occupancy).
+        model: the model (its estimator's occupancy).
         samples: S, lattice intervals per axis over the unit box.
         first, last: (3,) int lattice index range of the region, inclusive.
     Returns:
         (K, 3) int64 block coordinates; block k covers cubes first + k * BLOCK ... first + (k + 1) * BLOCK - 1.
     """
-    grid = field.grid
+    occupancy = model.estimator
     h = 2.0 / samples
-    cells = grid.layout.slot_vertices()[grid.occupied].cpu().numpy()
-    s_lo = np.ceil(cells * grid.cell_size / h - 1e-9).astype(np.int64)  # first sample inside each (closed) cell
-    s_hi = np.floor((cells + 1) * grid.cell_size / h + 1e-9).astype(np.int64)  # last one
+    cells = occupancy.occupied_cells().cpu().numpy()
+    s_lo = np.ceil(cells * occupancy.cell_size / h - 1e-9).astype(np.int64)  # first sample inside each (closed) cell
+    s_hi = np.floor((cells + 1) * occupancy.cell_size / h + 1e-9).astype(np.int64)  # last one
     keep = np.all(s_lo <= s_hi, axis=1)
     n_blocks = np.maximum((last - first + BLOCK - 1) // BLOCK, 1)
     k_lo = np.clip((s_lo[keep] - 1 - first) // BLOCK, 0, n_blocks - 1)  # cubes touching a cell's samples
@@ -83,12 +83,12 @@ def weld(vertices: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return vertices[first], faces[good]
 
 
-def march_blocks(field: RadianceField, box_unit: np.ndarray, samples: int, level: float = 0.5,
+def march_blocks(model: Model, box_unit: np.ndarray, samples: int, level: float = 0.5,
                  progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The iso-surface alpha = level of the field inside a unit-box region, block by block.
 
     Args:
-        field: the radiance field.
+        model: the field and its occupancy.
         box_unit: (2, 3) unit-box min and max corners of the region.
         samples: S, lattice intervals per axis over the whole unit box.
         level: iso value of the opacity, in (0, 1).
@@ -97,13 +97,13 @@ def march_blocks(field: RadianceField, box_unit: np.ndarray, samples: int, level
         vertices (V, 3) float64 unit-box positions and faces (F, 3) int64, wound so normals point outward
         (toward lower opacity).
     """
-    iso = float(np.log(opacity_to_density(level, field.grid.cell_size)))
+    iso = float(np.log(opacity_to_density(level, model.estimator.cell_size)))
     ranges = [sample_range(lo, hi, samples) for lo, hi in zip(*box_unit)]
     first, last = np.array([r[0] for r in ranges]), np.array([r[1] for r in ranges])
     if np.any(last <= first):
         return np.zeros((0, 3)), np.zeros((0, 3), np.int64)
     verts, faces, count = [], [], 0
-    for block in tqdm(occupied_blocks(field, samples, first, last), desc="marching cubes", unit="block",
+    for block in tqdm(occupied_blocks(model, samples, first, last), desc="marching cubes", unit="block",
                       disable=not progress, leave=False):
         start = first + block * BLOCK
         stop = np.minimum(start + BLOCK, last)
@@ -111,7 +111,7 @@ def march_blocks(field: RadianceField, box_unit: np.ndarray, samples: int, level
         if min(len(a) for a in axes) < 2:
             continue
         index = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 3)
-        volume = log_density(field, -1 + index * (2.0 / samples)).reshape([len(a) for a in axes])
+        volume = log_density(model, -1 + index * (2.0 / samples)).reshape([len(a) for a in axes])
         if volume.max() < iso or volume.min() > iso:
             continue
         v, f, _, _ = measure.marching_cubes(volume, iso, gradient_direction="ascent")
@@ -131,22 +131,21 @@ def field_mesh(run: Run, box_world: np.ndarray, samples: int | None = None, leve
     Args:
         run: the loaded run.
         box_world: (2, 3) world region to mesh (see `box.crop_box`).
-        samples: lattice intervals per axis over the unit box; default the grid's resolution (its vertices).
+        samples: lattice intervals per axis over the unit box; default the occupancy's resolution (its vertices).
         level: opacity iso value.
         progress: show progress bars.
     Returns:
         An open3d TriangleMesh; vertex colors are the field's color seen along -normal (looking at the surface
         head-on).
     """
-    field = run.field
-    samples = samples or field.grid.resolution
-    verts, faces = march_blocks(field, run.to_unit(box_world), samples, level, progress)
+    samples = samples or run.model.estimator.resolution
+    verts, faces = march_blocks(run.model, run.to_unit(box_world), samples, level, progress)
     mesh = o3d.geometry.TriangleMesh(o3d.utility.Vector3dVector(run.to_world(verts)),
                                      o3d.utility.Vector3iVector(faces))
     mesh.compute_vertex_normals()
     if len(verts):
         normals = np.asarray(mesh.vertex_normals)
-        colors = head_on_colors(field, verts, normals)
+        colors = head_on_colors(run.model, verts, normals)
         mesh.vertex_colors = o3d.utility.Vector3dVector(colors.astype(np.float64))
     return mesh
 

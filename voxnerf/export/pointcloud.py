@@ -52,7 +52,7 @@ def depth_points(run: Run, box_world: np.ndarray, count: int, seed: int = 0,
         points, colors = points[pick], colors[pick]
     pcd = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points))
     pcd.colors = o3d.utility.Vector3dVector(colors.astype(np.float64))
-    pcd.normals = o3d.utility.Vector3dVector(density_normals(run.field, run.to_unit(points)).astype(np.float64))
+    pcd.normals = o3d.utility.Vector3dVector(density_normals(run.model, run.to_unit(points)).astype(np.float64))
     return pcd
 
 

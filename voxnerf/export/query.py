@@ -1,6 +1,7 @@
-"""Field queries that exports need, in chunks: log density, density normals, surface colors.
+"""Model queries that exports need, in chunks: log density, density normals, surface colors.
 
-All points are unit-box coordinates; results are float32 numpy arrays on the CPU.
+All points are unit-box coordinates (the model's space maps them to the grid); results are float32 numpy arrays on
+the CPU.
 """
 
 from __future__ import annotations
@@ -8,14 +9,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from voxnerf.field import RadianceField
-from voxnerf.march import ray_box
+from voxnerf.model import Model
+from voxnerf.space import ray_box
 
 CHUNK = 1 << 16
 
 
-def _device(field: RadianceField) -> torch.device:
-    return field.grid.density.device
+def _device(model: Model) -> torch.device:
+    return next(model.parameters()).device
 
 
 LOG_EMPTY = -30.0  # log sigma given to points in unoccupied cells
@@ -27,13 +28,13 @@ def opacity_to_density(level: float, delta: float) -> float:
 
 
 @torch.no_grad()
-def log_density(field: RadianceField, x: np.ndarray) -> np.ndarray:
-    """log sigma (N,) at unit-box points x (N, 3); points in cells the grid does not mark occupied (the renderer
-    skips them) and points of zero density get LOG_EMPTY."""
+def log_density(model: Model, x: np.ndarray) -> np.ndarray:
+    """log sigma (N,) at unit-box points x (N, 3); points in cells the estimator does not mark occupied (the
+    renderer skips them) and points of zero density get LOG_EMPTY."""
     out = np.empty(len(x), np.float32)
     for i in range(0, len(x), CHUNK):
-        xc = torch.as_tensor(x[i:i + CHUNK], dtype=torch.float32, device=_device(field))
-        sigma = field.density(xc) * field.grid.is_occupied(field.space.to_grid(xc))
+        g = model.space.to_grid(torch.as_tensor(x[i:i + CHUNK], dtype=torch.float32, device=_device(model)))
+        sigma = model.field.density_at(g) * model.estimator.is_occupied(g)
         out[i:i + CHUNK] = torch.log(sigma).clamp_min(LOG_EMPTY).cpu().numpy()
     return out
 
@@ -45,12 +46,12 @@ def box_span(origins: np.ndarray, dirs: np.ndarray, box: np.ndarray) -> tuple[np
     return near.numpy(), far.numpy()
 
 
-def densities_along(field: RadianceField, origins: np.ndarray, dirs: np.ndarray, near: np.ndarray,
+def densities_along(model: Model, origins: np.ndarray, dirs: np.ndarray, near: np.ndarray,
                     far: np.ndarray, step: float) -> tuple[np.ndarray, np.ndarray]:
     """Densities at mid-step samples of rays between near and far (as `log_density` sees them).
 
     Args:
-        field: the radiance field.
+        model: the field and its occupancy.
         origins, dirs: (R, 3) unit-box rays, dirs unit length.
         near, far: (R,) distances along each ray; samples at near + (k + 0.5) * step below far.
         step: sample spacing (unit-box length).
@@ -59,11 +60,11 @@ def densities_along(field: RadianceField, origins: np.ndarray, dirs: np.ndarray,
     """
     t = near[:, None] + (np.arange(max(int(np.ceil((far - near).max(initial=0) / step)), 1)) + 0.5) * step
     x = origins[:, None] + t[..., None] * dirs[:, None]
-    sigma = np.exp(log_density(field, x.reshape(-1, 3)).astype(np.float64)).reshape(t.shape)
+    sigma = np.exp(log_density(model, x.reshape(-1, 3)).astype(np.float64)).reshape(t.shape)
     return t, np.where(t < far[:, None], sigma, 0.0)
 
 
-def density_normals(field: RadianceField, x: np.ndarray) -> np.ndarray:
+def density_normals(model: Model, x: np.ndarray) -> np.ndarray:
     """Outward unit normals (N, 3): the negated, normalized gradient of sigma at unit-box points x (N, 3).
 
     Where the gradient vanishes (flat density) the normal is zero.
@@ -71,14 +72,14 @@ def density_normals(field: RadianceField, x: np.ndarray) -> np.ndarray:
     out = np.empty((len(x), 3), np.float32)
     for i in range(0, len(x), CHUNK):
         with torch.enable_grad():
-            xc = torch.as_tensor(x[i:i + CHUNK], dtype=torch.float32, device=_device(field)).requires_grad_(True)
-            (grad,) = torch.autograd.grad(field.density(xc).sum(), xc)
+            xc = torch.as_tensor(x[i:i + CHUNK], dtype=torch.float32, device=_device(model)).requires_grad_(True)
+            (grad,) = torch.autograd.grad(model.field.density_at(model.space.to_grid(xc)).sum(), xc)
         out[i:i + CHUNK] = torch.nn.functional.normalize(-grad, dim=-1).cpu().numpy()
     return out
 
 
 @torch.no_grad()
-def head_on_colors(field: RadianceField, x: np.ndarray, normals: np.ndarray) -> np.ndarray:
+def head_on_colors(model: Model, x: np.ndarray, normals: np.ndarray) -> np.ndarray:
     """Colors (N, 3) of surface points x (N, 3) seen head-on: view direction -normal (normals (N, 3), outward).
 
     Zero normals fall back to looking along -z.
@@ -89,7 +90,7 @@ def head_on_colors(field: RadianceField, x: np.ndarray, normals: np.ndarray) -> 
     dirs /= np.linalg.norm(dirs, axis=-1, keepdims=True)
     out = np.empty((len(x), 3), np.float32)
     for i in range(0, len(x), CHUNK):
-        xc = torch.as_tensor(x[i:i + CHUNK], dtype=torch.float32, device=_device(field))
-        dc = torch.as_tensor(dirs[i:i + CHUNK], device=xc.device)
-        out[i:i + CHUNK] = field.color(xc, dc).float().cpu().numpy()
+        g = model.space.to_grid(torch.as_tensor(x[i:i + CHUNK], dtype=torch.float32, device=_device(model)))
+        dc = torch.as_tensor(dirs[i:i + CHUNK], device=g.device)
+        out[i:i + CHUNK] = model.field.color_at(g, dc).float().cpu().numpy()
     return out

@@ -42,14 +42,12 @@ def colormap(values: np.ndarray) -> np.ndarray:
 
 
 def occupied_cells(run: Run) -> tuple[np.ndarray, np.ndarray]:
-    """Integer coordinates (K, 3) of the occupied cells and their opacity (K,) at its highest point in the cell;
-    in a contracted or NDC space, only the cells the space can show (`Space.displayable`)."""
-    grid = run.field.grid
-    vertices = grid.layout.slot_vertices()
-    shown = grid.occupied & run.field.space.displayable(grid.layout.cell_centers())
-    with torch.no_grad():
-        sigma = run.field.activate(grid.cell_max_density()[shown])
-    return vertices[shown].cpu().numpy(), (1 - torch.exp(-sigma * grid.cell_size)).cpu().numpy()
+    """Integer coordinates (K, 3) of the occupied cells and their opacity score (K,) (the estimator's running max
+    of one sample step's opacity); in a contracted or NDC space, only the cells the space can show
+    (`Space.displayable`)."""
+    occupancy = run.model.estimator
+    shown = occupancy.occupied & run.model.space.displayable(occupancy.layout.cell_centers())
+    return occupancy.layout.slot_vertices()[shown].cpu().numpy(), occupancy.score[shown].cpu().numpy()
 
 
 def cell_colors(run: Run, cells: np.ndarray, alpha: np.ndarray, coloring: str) -> np.ndarray:
@@ -57,14 +55,14 @@ def cell_colors(run: Run, cells: np.ndarray, alpha: np.ndarray, coloring: str) -
     centers averaged over the six axis view directions."""
     if coloring == "density":
         return colormap(alpha)
-    centers = grid_to_unit(run, (cells + 0.5) * run.field.grid.cell_size - 1)
-    colors = [head_on_colors(run.field, centers, np.broadcast_to(-d, centers.shape)) for d in AXES]
+    centers = grid_to_unit(run, (cells + 0.5) * run.model.estimator.cell_size - 1)
+    colors = [head_on_colors(run.model, centers, np.broadcast_to(-d, centers.shape)) for d in AXES]
     return np.mean(colors, axis=0)
 
 
 def grid_to_unit(run: Run, g: np.ndarray) -> np.ndarray:
     """Grid coordinates (N, 3) -> unit-box points (N, 3) through the run's space."""
-    return run.field.space.to_unit(torch.as_tensor(g, dtype=torch.float64)).numpy()
+    return run.model.space.from_grid(torch.as_tensor(g, dtype=torch.float64)).numpy()
 
 
 def _keys(cells: np.ndarray, span: int) -> np.ndarray:
@@ -113,7 +111,7 @@ def voxel_mesh(run: Run, coloring: str = "density", level: str = "cells") -> o3d
         raise VoxnerfError(f"--level {level}: expected one of {', '.join(LEVELS)}")
     cells, alpha = occupied_cells(run)
     colors = cell_colors(run, cells, alpha, coloring)
-    size = run.field.grid.cell_size
+    size = run.model.estimator.cell_size
     if level == "bricks":
         cells, owner = np.unique(cells // BRICK, axis=0, return_inverse=True)
         owner = owner.reshape(-1)

@@ -1,0 +1,17 @@
+"""Radiance fields behind one interface (`voxnerf.fields.base.Field`).
+
+Every module of this package is imported here, so a new field needs only its own module (a Field subclass with a
+`name` and a `Config`) and a config entry that selects it (`field: {kind: NAME}`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from voxnerf.fields.base import FIELDS, Field, Lookup, field_class, field_from_state
+
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
+
+__all__ = ["FIELDS", "Field", "Lookup", "field_class", "field_from_state"]

@@ -1,0 +1,82 @@
+"""Parts the grid fields share: the color decoder (a small MLP on features and SH of the view direction) and the
+density activation."""
+
+from __future__ import annotations
+
+import math
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from voxnerf.sh import sh_encode
+
+
+@dataclass
+class GridFieldConfig:
+    """Options every grid field has (subclasses add `kind` and their own)."""
+
+    feature_dim: int = 12  # feature channels per vertex
+    hidden: int = 64  # width of the color MLP's hidden layers
+    layers: int = 2  # hidden layers of the color MLP
+    sh_degree: int = 2  # spherical-harmonics band of the view-direction encoding (0-2)
+    alpha_init: float = 1e-3  # opacity of one first-level cell at start (low initial density trains well, DVGO)
+    density_scale: float = 128.0  # sigma per grid length for one unit of activated density (~1/voxel at 256^3)
+    feature_std: float = 0.1  # std of the random initial features
+
+
+class ColorDecoder(nn.Module):
+    """features + SH(view dir) -> RGB in [0, 1]; the first 3 feature channels are a diffuse base color logit."""
+
+    def __init__(self, feature_dim: int, hidden: int, layers: int, sh_degree: int):
+        super().__init__()
+        self.sh_degree = sh_degree
+        dims = [feature_dim + (sh_degree + 1) ** 2] + [hidden] * layers
+        blocks = []
+        for a, b in zip(dims[:-1], dims[1:]):
+            blocks += [nn.Linear(a, b), nn.ReLU(inplace=True)]
+        self.mlp = nn.Sequential(*blocks, nn.Linear(dims[-1], 3))
+        nn.init.zeros_(self.mlp[-1].weight)
+        nn.init.zeros_(self.mlp[-1].bias)
+
+    @classmethod
+    def seeded(cls, cfg: GridFieldConfig, seed: int) -> "ColorDecoder":
+        """A decoder whose initialization the seed decides, not the global random state."""
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return cls(cfg.feature_dim, cfg.hidden, cfg.layers, cfg.sh_degree)
+
+    def forward(self, features: torch.Tensor, dirs: torch.Tensor, amp_dtype: torch.dtype | None = None) -> torch.Tensor:
+        """features (N, C), unit dirs (N, 3) -> rgb (N, 3) float32.
+
+        Only the MLP runs under autocast (`amp_dtype`): features are gathered in FP32 by the caller, so a feature
+        table is never cast (a (V, C) copy per call) and features keep full precision.
+        """
+        autocast = torch.autocast(features.device.type, dtype=amp_dtype) if amp_dtype else nullcontext()
+        with autocast:
+            h = torch.cat([features, sh_encode(dirs, self.sh_degree).to(features.dtype)], -1)
+            logits = features[:, :3].float() + self.mlp(h).float()
+        return torch.sigmoid(logits)
+
+
+class DensityActivation:
+    """Raw density -> sigma = softplus(raw + shift) * density_scale (DVGO's post-activation).
+
+    `shift` makes a zero raw density give `alpha_init` across one cell of a grid of `resolution` cells per axis.
+    Raw density counts in units of `density_scale` (about one per fine voxel), so Adam's per-step moves of the
+    order of the learning rate make a surface opaque in tens of steps, not thousands.
+    """
+
+    def __init__(self, alpha_init: float, density_scale: float, resolution: int):
+        cell = 2.0 / resolution
+        self.density_scale = density_scale
+        self.shift = math.log(math.expm1(-math.log1p(-alpha_init) / (cell * density_scale)))
+
+    def __call__(self, raw: torch.Tensor) -> torch.Tensor:
+        return F.softplus(raw + self.shift) * self.density_scale
+
+    def inverse(self, sigma: torch.Tensor) -> torch.Tensor:
+        """The raw density giving sigma > 0."""
+        return torch.log(torch.expm1(sigma / self.density_scale)) - self.shift

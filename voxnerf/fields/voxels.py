@@ -1,0 +1,104 @@
+"""The sparse voxel field: density and features on a sparse brick grid (voxnerf.sparse_grid), decoded to color by a
+small MLP. The grid starts dense at the schedule's first resolution; `refine` prunes the bricks the estimator
+finds empty and subdivides the rest, carrying Adam's moments along (voxnerf.topology)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from voxnerf.fields.base import Field, Lookup
+from voxnerf.fields.decoder import ColorDecoder, DensityActivation, GridFieldConfig
+from voxnerf.space import Space
+from voxnerf.sparse_grid import SparseVoxelGrid
+from voxnerf.topology import change_topology
+
+MAX_INIT_STRETCH = 1000.0  # see SparseVoxelField._initial_density
+ROW_PARAMETERS = ("density", "features")
+
+
+@dataclass
+class SparseVoxelConfig(GridFieldConfig):
+    kind: str = "sparse_grid"
+
+
+class SparseVoxelField(Field):
+    """sigma(x) from the grid's density channel, rgb(x, d) from its features through the decoder.
+
+    Its Lookup is the trilinear stencil of each point: corner rows (N, 8) int64 and weights (N, 8).
+    """
+
+    name = "sparse_grid"
+    Config = SparseVoxelConfig
+
+    def __init__(self, cfg: SparseVoxelConfig, resolution: int, space: Space, seed: int = 0,
+                 grid: SparseVoxelGrid | None = None):
+        super().__init__(cfg, resolution, space, seed)
+        self.activate = DensityActivation(cfg.alpha_init, cfg.density_scale, resolution)
+        if grid is None:
+            gen = torch.Generator().manual_seed(seed)
+            grid = SparseVoxelGrid.dense(resolution, cfg.feature_dim, 0.0, cfg.feature_std, gen)
+            grid.density.data = self._initial_density(grid, space)
+        self.grid = grid
+        self.decoder = ColorDecoder.seeded(cfg, seed)
+
+    def _initial_density(self, grid: SparseVoxelGrid, space: Space) -> torch.Tensor:
+        """(V,) raw density giving every sample step the same initial opacity, wherever the space makes steps
+        longer: in a contracted shell a step stands for a long stretch of ray, and a uniform density there
+        would start (and, behind opaque surfaces no gradient reaches, stay) occupied. The correction stops at
+        MAX_INIT_STRETCH, so that the outermost cells can still learn in a few hundred steps."""
+        g = grid.layout.slot_vertices().double() * grid.cell_size - 1
+        stretch = space.world_step_scale(g) / space.world_step_scale(torch.zeros(1, 3)).double()
+        sigma = self.activate(torch.zeros((), dtype=torch.float64)) / stretch.clamp_max(MAX_INIT_STRETCH)
+        return self.activate.inverse(sigma).float()
+
+    # ---- queries --------------------------------------------------------------------------------------------
+    def lookup(self, g: torch.Tensor) -> Lookup:
+        return self.grid.stencil(g)
+
+    def density(self, lookup: Lookup) -> torch.Tensor:
+        return self.activate(self.grid.density_at(*lookup))
+
+    def color(self, lookup: Lookup, dirs: torch.Tensor, amp_dtype: torch.dtype | None = None) -> torch.Tensor:
+        return self.decoder(self.grid.features_at(*lookup), dirs, amp_dtype)
+
+    # ---- training -------------------------------------------------------------------------------------------
+    def param_groups(self, optim) -> list[dict]:
+        return [
+            {"name": "grid", "params": [self.grid.density, self.grid.features], "lr": optim.lr_grid},
+            {"name": "decoder", "params": list(self.decoder.parameters()), "lr": optim.lr_decoder},
+        ]
+
+    def regularization(self, optim, generator: torch.Generator) -> torch.Tensor | float:
+        """Total variation of raw density and features on `tv_vertices` random vertices of real cells."""
+        if not (optim.tv_density or optim.tv_features):
+            return 0.0
+        cells = torch.nonzero(self.grid.layout.real_cells()).squeeze(-1)
+        pick = torch.randint(0, len(cells), (optim.tv_vertices,), generator=generator)
+        tv_density, tv_features = self.grid.total_variation(cells[pick.to(cells.device)])
+        return optim.tv_density * tv_density + optim.tv_features * tv_features
+
+    def refine(self, resolution: int, occupied, optimizer: torch.optim.Optimizer | None) -> None:
+        """Prune the bricks no occupied cell touches, then subdivide the occupied cells, until `resolution`."""
+        while self.grid.resolution < resolution:
+            layout = self.grid.layout
+            keep = occupied(layout.cell_centers()) & layout.real_cells()
+            kept = change_topology(self.grid, ROW_PARAMETERS, optimizer, lambda: self.grid.prune(keep))
+            cells = kept.inherit(keep)
+            change_topology(self.grid, ROW_PARAMETERS, optimizer, lambda: self.grid.subdivide(cells))
+
+    # ---- state ----------------------------------------------------------------------------------------------
+    @classmethod
+    def restore(cls, state: dict, space: Space) -> "SparseVoxelField":
+        """The grid's shape comes from its saved bricks and resolution."""
+        tensors = {k: v.cpu() for k, v in state["tensors"].items()}
+        grid_state = {k.removeprefix("grid."): v for k, v in tensors.items() if k.startswith("grid.")}
+        grid = SparseVoxelGrid.from_state_dict(grid_state, state["grid_resolution"])
+        field = cls(cls.Config(**state["config"]), state["resolution"], space, grid=grid)
+        field.decoder.load_state_dict({k.removeprefix("decoder."): v for k, v in tensors.items()
+                                       if k.startswith("decoder.")})
+        return field
+
+    def state(self) -> dict:
+        return {**super().state(), "grid_resolution": self.grid.resolution}

@@ -1,0 +1,77 @@
+"""The model: a field and the occupancy estimator that marches rays through it; what renders a scene."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from torch import nn
+
+from voxnerf.errors import VoxnerfError
+from voxnerf.fields import Field, field_class, field_from_state
+from voxnerf.fields.voxels import SparseVoxelField
+from voxnerf.occupancy import OccupancyGrid
+from voxnerf.space import Space, space_from_dict
+from voxnerf.sparse_grid import SparseVoxelGrid
+
+STATE_VERSION = 2  # 1: the sparse voxel field with its occupancy inside the grid
+
+
+class Model(nn.Module):
+    """A field (density and color of grid points) and its occupancy estimator (which cells may hold matter, how rays
+    are marched, and the space that maps the scene into the grid).
+
+    Attributes:
+        field: the voxnerf.fields.Field.
+        estimator: the voxnerf.occupancy.OccupancyGrid.
+    """
+
+    def __init__(self, field: Field, estimator: OccupancyGrid):
+        super().__init__()
+        self.field = field
+        self.estimator = estimator
+
+    @classmethod
+    def build(cls, field_cfg, resolution: int, space: Space, seed: int = 0) -> "Model":
+        """A fresh model: the configured field kind and an all-occupied estimator, both at `resolution` (the
+        schedule's first level), on the CPU."""
+        field = field_class(field_cfg.kind)(field_cfg, resolution, space, seed)
+        return cls(field, OccupancyGrid(resolution, space))
+
+    @property
+    def space(self) -> Space:
+        return self.estimator.space
+
+    def state(self) -> dict:
+        """What a checkpoint stores of the model (plain dicts and tensors)."""
+        return {"version": STATE_VERSION, "field": self.field.state(), "estimator": self.estimator.state()}
+
+    @classmethod
+    def from_state(cls, state: dict, field_options: dict | None = None) -> "Model":
+        """Rebuild a model saved by `state` (on the CPU). A checkpoint of the first format stored the grid's
+        field and occupancy together and its options in the run config: `field_options` (`config["field"]`)."""
+        if state.get("version") == STATE_VERSION:
+            estimator = OccupancyGrid.from_state(state["estimator"])
+            return cls(field_from_state(state["field"], estimator.space), estimator)
+        if "grid" in state and field_options is not None:
+            return cls._from_first_format(state, field_options)
+        raise VoxnerfError("the checkpoint's model has an unknown format")
+
+    @classmethod
+    def from_checkpoint(cls, ckpt: dict) -> "Model":
+        """The model a training checkpoint holds (either format), on the CPU."""
+        if "model" in ckpt:
+            return cls.from_state(ckpt["model"])
+        return cls.from_state(ckpt["field"], ckpt.get("config", {}).get("field", {}))
+
+    @classmethod
+    def _from_first_format(cls, state: dict, options: dict) -> "Model":
+        space = space_from_dict(state.get("space"))
+        grid_state = {k: v.cpu() for k, v in state["grid"].items()}
+        grid = SparseVoxelGrid.from_state_dict(grid_state, state["resolution"])
+        known = asdict(SparseVoxelField.Config())
+        cfg = SparseVoxelField.Config(**{k: v for k, v in options.items() if k in known})
+        field = SparseVoxelField(cfg, options.get("resolution", 32), space, grid=grid)
+        field.decoder.load_state_dict(state["decoder"])
+        estimator = OccupancyGrid(state["resolution"], space, grid_state["brick_coords"], grid_state["occupied"],
+                                  grid_state["score"].float())
+        return cls(field, estimator)
