@@ -36,7 +36,7 @@ from voxnerf.export.mesh import march_blocks
 from voxnerf.export.view import cube_faces, voxel_mesh
 from voxnerf.field import RadianceField
 from voxnerf.normalize import space_for
-from voxnerf.run import Run, field_state, load_run, scene_record
+from voxnerf.run import Run, SceneRecord, field_state, load_run
 from voxnerf.trainer import Trainer
 from voxnerf_cli import main as cli_main
 
@@ -71,7 +71,7 @@ def analytic_run(scene_root: Path, toy: vs.ToyScene, out: Path, resolution: int 
         grid.features[:, :3] = torch.logit(color)
         grid.prune(1 - torch.exp(-field.activate(grid.cell_max_density()) * grid.cell_size) > 1e-3)
     save_atomic({"version": 1, "config": config_to_dict(cfg), "field": field_state(field), "step": 0,
-                 "scene": scene_record(scene, field.space)}, out / CHECKPOINT)
+                 "scene": SceneRecord.of(scene, field.space).to_dict()}, out / CHECKPOINT)
     return out
 
 
