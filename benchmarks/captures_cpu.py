@@ -32,17 +32,14 @@ CPU_OVERRIDES = [  # the auto-picked presets are sized for GPUs and large photos
 
 def background_psnr(run_dir: Path, scene_dir: Path) -> float:
     """PSNR over the test views' background pixels (ground-truth depth > BACKGROUND_DEPTH) of a trained run."""
-    import torch
-
-    from voxnerf.data import load_scene
-    from voxnerf.evaluate import render_view, target_image
+    from voxnerf.evaluate import target_image
     from voxnerf.run import load_run
 
-    run = load_run(run_dir)
-    scene = load_scene(scene_dir)
+    run = load_run(run_dir, scene_root=scene_dir)
+    scene = run.scene()
     errors = []
     for i in scene.split_indices("test"):
-        view = render_view(run.model, scene.cameras, int(i), np.zeros(3), run.config.render, torch.device("cpu"))
+        view = run.render_view(scene.cameras, int(i))
         depth = np.load(scene_dir / "depth" / f"view_{int(i):03d}.npy")
         target = target_image(scene.images[i], np.zeros(3))
         errors.append(((view.rgb - target) ** 2)[depth > BACKGROUND_DEPTH])
@@ -55,7 +52,7 @@ def run_one(scene_name: str, fmt: str, budget: float, eval_at: list[float], thre
     import torch
 
     import voxnerf_scenes
-    from voxnerf_cli.train import preset_for, train_run
+    from voxnerf.session import preset_for, train_run
     from voxnerf.data import load_scene
 
     torch.set_num_threads(threads)

@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 import open3d as o3d
 
-from voxnerf.data import load_scene
 from voxnerf.export import export_mesh
 from voxnerf.export.box import crop_box
 from voxnerf.export.level import DEFAULT_LEVEL, auto_level
@@ -81,7 +80,7 @@ def main() -> None:
                                                                "(default: RUN/mesh_auto.ply)")
     args = parser.parse_args()
     run = load_run(args.run)
-    scene = load_scene(run.scene["root"])
+    scene = run.scene()
     start = time.perf_counter()
     chosen = auto_level(run, crop_box(run))
     level_s = time.perf_counter() - start

@@ -10,10 +10,12 @@ import voxnerf_scenes
 from voxnerf.errors import VoxnerfError
 from voxnerf.export import export_mesh, export_pointcloud
 from voxnerf.export.output import summary
+from voxnerf.renders import render_run
 from voxnerf.run import load_run
+from voxnerf.session import preset_path, train_run
 from voxnerf_cli.export import chosen_level
-from voxnerf_cli.render import print_rendered, render_run
-from voxnerf_cli.train import INTERRUPTED, preset_path, print_outcome, train_run
+from voxnerf_cli.render import print_rendered
+from voxnerf_cli.train import INTERRUPTED, print_outcome
 
 STAGES = 4
 

@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+from voxnerf.device import resolve_device
 from voxnerf.errors import VoxnerfError
 from voxnerf.export import METHODS, export_mesh, export_pointcloud
 from voxnerf.export.box import crop_box, parse_bbox
@@ -14,7 +15,6 @@ from voxnerf.export.level import DEFAULT_LEVEL, auto_level
 from voxnerf.export.output import MESH_FORMATS, POINTCLOUD_FORMATS, check_output, summary
 from voxnerf.export.pointcloud import SOURCES
 from voxnerf.run import Run, load_run
-from voxnerf.trainer import resolve_device
 
 
 def parse_level(text: str) -> float | None:

@@ -7,11 +7,10 @@ from typing import Optional
 
 import typer
 
+from voxnerf.device import resolve_device
 from voxnerf.errors import VoxnerfError
-from voxnerf.export.depth import training_cameras
 from voxnerf.export.view import COLORINGS, LEVELS, camera_frusta, show, screenshot, viewpoint, voxel_mesh
 from voxnerf.run import load_run
-from voxnerf.trainer import resolve_device
 
 
 def view(
@@ -34,7 +33,7 @@ def view(
     cams = None
     if cameras:
         try:
-            cams = training_cameras(loaded)
+            cams = loaded.training_cameras()
         except VoxnerfError as e:
             typer.echo(f"voxnerf: note: no camera frusta ({e})", err=True)
     if screenshot_path is None:

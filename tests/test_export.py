@@ -36,7 +36,7 @@ from voxnerf.export.mesh import march_blocks
 from voxnerf.export.view import cube_faces, voxel_mesh
 from voxnerf.model import Model
 from voxnerf.normalize import space_for
-from voxnerf.run import Run, load_run, scene_record
+from voxnerf.run import Run, SceneRecord, load_run
 from voxnerf.trainer import Trainer
 from voxnerf_cli import main as cli_main
 
@@ -72,7 +72,7 @@ def analytic_run(scene_root: Path, toy: vs.ToyScene, out: Path, resolution: int 
         grid.features[:, :3] = torch.logit(color)
     model.estimator.update(field.density_at, OccupancyConfig(threshold=1e-3, decay=0.0, min_fraction=0.0), 1.0)
     save_atomic({"config": config_to_dict(cfg), "model": model.state(), "step": 0,
-                 "scene": scene_record(scene, model.space)}, out / CHECKPOINT)
+                 "scene": SceneRecord.of(scene, model.space).to_dict()}, out / CHECKPOINT)
     return out
 
 

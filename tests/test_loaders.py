@@ -13,6 +13,7 @@ from voxnerf.data import colmap, detect_format, load_scene, neus
 from voxnerf.data.common import split_every_nth
 from voxnerf.data.writers import write_scene
 from voxnerf.errors import SceneError
+from voxnerf.normalize import space_for
 from voxnerf.rays import image_rays
 from voxnerf.scene import SPLITS
 
@@ -172,13 +173,13 @@ def test_neus_projection_decomposes_into_intrinsics_and_pose_for_any_scale_sign(
         np.testing.assert_allclose(c2w, np.concatenate([rotation.T, center[:, None]], 1), atol=1e-9)
 
 
-def test_neus_box_is_the_cube_around_the_scale_mat_sphere_so_to_unit_is_normalized_space(undistorted_scene, tmp_path):
+def test_neus_box_is_the_cube_around_the_scale_mat_sphere_so_the_unit_box_is_normalized_space(undistorted_scene, tmp_path):
     loaded = load_scene(write_scene(undistorted_scene, "neus", tmp_path))
     radius = np.sqrt(3)  # the scene's box is the cube TARGET +- 1; the written sphere passes through its corners
     np.testing.assert_allclose(loaded.bbox, undistorted_scene.center + np.array([[-radius], [radius]]))
     scale_mat = loaded.extras["scale_mat"]
     normalized = (np.linalg.inv(scale_mat) @ np.append(loaded.cameras.centers[0], 1.0))[:3]
-    np.testing.assert_allclose(loaded.to_unit(loaded.cameras.centers[0]), normalized)
+    np.testing.assert_allclose(space_for(loaded, "box").world_to_unit(loaded.cameras.centers[0]), normalized)
 
 
 def test_nerfstudio_per_frame_intrinsics_override_the_shared_ones(make_scene, tmp_path):

@@ -10,7 +10,7 @@ import torch
 
 from voxnerf.ray_sampler import RaySampler
 from voxnerf.space import Space
-from voxnerf_cli.train import preset_for
+from voxnerf.session import preset_for
 
 
 def test_masked_pixels_are_replaced_by_the_random_background(general_scene):

@@ -11,7 +11,7 @@ import voxnerf_scenes
 from voxnerf.data import load_scene
 from voxnerf.normalize import space_for
 from voxnerf.rays import image_rays
-from voxnerf_cli.train import preset_for
+from voxnerf.session import preset_for
 
 SMALL = {"n_views": 16, "width": 24, "n_samples": 32, "n_points": 600}
 OBJECT_RADIUS = 1.0  # world: every object of the toy captures lies inside this ball, the backgrounds beyond 5
@@ -33,7 +33,7 @@ def captures(tmp_path_factory):
                                                (("forward", "llff"), "llff", "ndc")])
 def test_each_capture_gets_the_preset_and_space_of_its_layout(captures, key, preset, kind):
     from voxnerf.config import load_config
-    from voxnerf_cli.train import preset_path
+    from voxnerf.session import preset_path
 
     name, _ = preset_for(captures[key])
     assert name == preset
@@ -62,7 +62,8 @@ def test_ndc_space_holds_every_sparse_point_and_every_training_pixel_ray(capture
     train = scene.split_indices("train")
     for i in train:
         origins, dirs = image_rays(scene.cameras, int(i), dtype=torch.float64)
-        start, d, _ = space.ndc_rays(torch.as_tensor(space.world_to_unit(origins.numpy())), dirs)
+        rays = space.march_rays(torch.as_tensor(space.world_to_unit(origins.numpy())), dirs)
+        start, d = rays.origins, rays.dirs
         end = start + d * (2 / d[:, 2:3])
         assert torch.cat([start, end])[:, :2].abs().max() <= 1 + 1e-9
 

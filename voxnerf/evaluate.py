@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
 
 from voxnerf.cameras import Cameras
+from voxnerf.errors import VoxnerfError
 from voxnerf.model import Model
 from voxnerf.metrics import lpips_model, psnr, ssim
 from voxnerf.ray_sampler import premultiplied
 from voxnerf.rays import image_rays
 from voxnerf.renderer import RenderConfig, render_rays
+from voxnerf.scene import Scene
 
 
 @dataclass
@@ -60,3 +65,42 @@ def score_views(views: list[np.ndarray], targets: list[np.ndarray], with_lpips: 
             row["lpips"] = lp(pred, gt)
         rows.append(row)
     return rows
+
+
+def score_split(render: Callable[[Cameras, int], View], scene: Scene, split: str = "test", every: int = 1,
+                with_lpips: bool = True) -> dict:
+    """Render every `every`-th view of a scene's split and score it against the images.
+
+    Args:
+        render: renders camera `index` of `cameras` on the background the scene is scored on
+            (`Scene.render_background`): `Trainer.render_view` or `Run.render_view`.
+        scene: the scene, images loaded.
+        split: "test", "val" or "train" (see `Scene.split_indices`); it must hold views.
+        every: score every k-th view of the split.
+        with_lpips: add LPIPS when the package is installed.
+    Returns:
+        {"split": split, "views": [{"psnr", "ssim"(, "lpips"), "view": file name}, ...], "mean": {metric: mean}}.
+    """
+    indices = scene.split_indices(split)[::every]
+    if not len(indices):
+        raise VoxnerfError(f"{scene.root}: no '{split}' views to evaluate")
+    background = scene.render_background
+    preds = [render(scene.cameras, int(i)).rgb for i in indices]
+    targets = [target_image(scene.rgba(i), background) for i in indices]
+    rows = score_views(preds, targets, with_lpips)
+    for i, row in zip(indices, rows):
+        row["view"] = scene.image_paths[i].name
+    mean = {k: float(np.mean([r[k] for r in rows])) for k in rows[0] if k != "view"}
+    return {"split": split, "views": rows, "mean": mean}
+
+
+def scores_path(run_dir: Path, split: str) -> Path:
+    """Where a split's scores go: eval.json for the test split, eval_SPLIT.json for the others."""
+    return Path(run_dir) / ("eval.json" if split == "test" else f"eval_{split}.json")
+
+
+def write_scores(result: dict, run_dir: Path) -> Path:
+    """Write a `score_split` result as JSON into the run folder; returns the file."""
+    path = scores_path(run_dir, result["split"])
+    path.write_text(json.dumps(result, indent=2))
+    return path

@@ -51,12 +51,8 @@ class Scene:
 
     @property
     def scale(self) -> float:
-        """World-to-unit scale: `(x - center) * scale` puts the box of interest inside [-1, 1]^3."""
+        """World-to-unit scale of the box space: `(x - center) * scale` puts the box of interest inside [-1, 1]^3."""
         return float(2.0 / np.max(self.bbox[1] - self.bbox[0]))
-
-    def to_unit(self, x: np.ndarray) -> np.ndarray:
-        """Map world points (..., 3) into the grid's unit box [-1, 1]^3."""
-        return (np.asarray(x) - self.center) * self.scale
 
     @property
     def has_alpha(self) -> bool:

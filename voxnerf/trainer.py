@@ -11,38 +11,20 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from voxnerf.cameras import Cameras
 from voxnerf.checkpoint import CHECKPOINT, load_checkpoint, save_atomic
 from voxnerf.config import TrainConfig, config_to_dict
+from voxnerf.device import amp_dtype_for
 from voxnerf.distributed import World
-from voxnerf.errors import VoxnerfError
-from voxnerf.evaluate import render_view, score_views, target_image
+from voxnerf.evaluate import View, render_view, score_split, write_scores
 from voxnerf.metrics import mse_to_psnr
 from voxnerf.model import Model
 from voxnerf.normalize import space_for
 from voxnerf.ray_sampler import RaySampler
 from voxnerf.renderer import RenderConfig, render_rays
-from voxnerf.run import scene_record
+from voxnerf.run import SceneRecord
 from voxnerf.scene import Scene
 from voxnerf.strategy import TopologyStrategy
-
-
-def resolve_device(name: str) -> torch.device:
-    """'auto' picks CUDA when available; asking for CUDA without it is a clear error."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise VoxnerfError("--device cuda: no CUDA device is available (use --device cpu or auto)")
-    return torch.device(name)
-
-
-def amp_dtype_for(precision: str, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype of the color MLP: fp16 on CUDA, bf16 on CPU (fp16 has no fast CPU path), or none."""
-    if precision == "auto":
-        return torch.float16 if device.type == "cuda" else torch.bfloat16
-    choices = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
-    if precision not in choices:
-        raise VoxnerfError(f"precision '{precision}': expected auto, bf16, fp16 or fp32")
-    return choices[precision]
 
 
 class Trainer:
@@ -114,7 +96,7 @@ class Trainer:
             "elapsed": self.elapsed,
             "n_rays": self.n_rays,
             "rng": self.generator.get_state(),
-            "scene": scene_record(self.scene, self.model.space),
+            "scene": SceneRecord.of(self.scene, self.model.space).to_dict(),
             "snapshots": self.snapshots,
         }, self.out / CHECKPOINT)
 
@@ -234,31 +216,18 @@ class Trainer:
             self.snapshots.append({"time": t, "step": self.step, "psnr": scores["mean"]["psnr"]})
 
     # ---- evaluation -----------------------------------------------------------------------------------------
+    def render_view(self, cameras: Cameras, index: int) -> View:
+        """Camera `index` rendered in full with the run's render settings, on the scene's scoring background."""
+        return render_view(self.model, cameras, index, self.scene.render_background, self.cfg.render, self.device,
+                           self.amp_dtype)
+
     def evaluate(self, split: str = "test", every: int = 1, with_lpips: bool = True, write: bool = True) -> dict:
-        """Render every `every`-th view of `split` and score it; writes eval.json when `write`."""
-        return evaluate_field(self.model, self.scene, self.cfg.render, self.device, self.amp_dtype, split, every,
-                              with_lpips, self.out if write else None)
-
-
-def evaluate_field(model: Model, scene: Scene, render_cfg: RenderConfig, device: torch.device,
-                   amp_dtype: torch.dtype | None, split: str = "test", every: int = 1, with_lpips: bool = True,
-                   out: Path | None = None) -> dict:
-    """Per-view and mean PSNR/SSIM(/LPIPS) of a model on a split; written to out/eval.json when `out` is given."""
-    indices = scene.split_indices(split)[::every]
-    background = scene.render_background
-    preds, targets = [], []
-    for i in indices:
-        view = render_view(model, scene.cameras, int(i), background, render_cfg, device, amp_dtype)
-        preds.append(view.rgb)
-        targets.append(target_image(scene.rgba(i), background))
-    rows = score_views(preds, targets, with_lpips)
-    for i, row in zip(indices, rows):
-        row["view"] = scene.image_paths[i].name
-    mean = {k: float(np.mean([r[k] for r in rows])) for k in rows[0] if k != "view"} if rows else {}
-    result = {"split": split, "views": rows, "mean": mean}
-    if out is not None:
-        (Path(out) / "eval.json").write_text(json.dumps(result, indent=2))
-    return result
+        """Render every `every`-th view of `split` and score it (`score_split`); written into the run folder
+        (eval.json, eval_SPLIT.json for other splits) when `write`."""
+        result = score_split(self.render_view, self.scene, split, every, with_lpips)
+        if write:
+            write_scores(result, self.out)
+        return result
 
 
 class MetricsLogger:

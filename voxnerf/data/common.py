@@ -106,13 +106,6 @@ def load_images(paths: list[Path], with_images: bool) -> tuple[list[np.ndarray] 
     return images, np.array([(im.shape[1], im.shape[0]) for im in images], np.int64).reshape(-1, 2)
 
 
-def check_sizes(paths: list[Path], sizes: np.ndarray, expected: np.ndarray) -> None:
-    """Each image must have its camera's (width, height); name the first that does not."""
-    for p, got, want in zip(paths, sizes, expected):
-        if tuple(got) != tuple(want):
-            raise SceneError(p, f"image is {got[0]}x{got[1]} but its camera expects {want[0]}x{want[1]}")
-
-
 def check_one_size(paths: list[Path], sizes: np.ndarray) -> None:
     """All images sharing one camera model must share one size; name the first that differs."""
     for p, s in zip(paths, sizes):

@@ -10,7 +10,7 @@
     pcd = export_pointcloud(run, "lego_points.ply")           # surface points with colors and normals
 
 Modules: `mesh` (marching cubes over occupied blocks, cleanup), `level` (the automatic iso level), `tsdf` (open3d
-fusion), `pointcloud` (grid or depth points), `depth` (training cameras and rendered views), `query` (log density,
+fusion), `pointcloud` (grid or depth points), `depth` (rendered views of the training cameras), `query` (log density,
 normals, colors of the field), `box` (crop region), `output` (writing and summary), `view` (occupancy viewer and
 headless screenshots).
 """
@@ -25,7 +25,6 @@ import open3d as o3d
 from voxnerf.errors import VoxnerfError
 from voxnerf.export.box import crop_box, require_box_space
 from voxnerf.export.level import DEFAULT_LEVEL, auto_level
-from voxnerf.export.depth import training_cameras
 from voxnerf.export.mesh import clean_mesh, crop, drop_hidden, field_mesh
 from voxnerf.export.output import MESH_FORMATS, POINTCLOUD_FORMATS, check_output, write_mesh, write_pointcloud
 from voxnerf.export.pointcloud import surface_points
@@ -71,7 +70,7 @@ def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int
     else:
         mesh = crop(fuse(run, 2.0 / samples / run.scale, progress=progress), box)
     if not hidden:
-        mesh = drop_hidden(mesh, training_cameras(run))
+        mesh = drop_hidden(mesh, run.training_cameras())
     mesh = clean_mesh(mesh, min_component, target_faces)
     write_mesh(mesh, out)
     return mesh

@@ -25,7 +25,7 @@ def crop_box(run: Run, bbox: np.ndarray | None = None) -> np.ndarray:
 
     Raises VoxnerfError when the box misses the grid.
     """
-    box = np.asarray(run.scene["bbox"] if bbox is None else bbox, np.float64)
+    box = np.asarray(run.record.bbox if bbox is None else bbox, np.float64)
     grid = run.to_world(np.array([[-1.0] * 3, [1.0] * 3]))
     box = np.stack([np.maximum(box[0], grid[0]), np.minimum(box[1], grid[1])])
     if not np.all(box[1] > box[0]):

@@ -1,4 +1,4 @@
-"""The run's training cameras and their rendered views: the input of depth point clouds and TSDF fusion.
+"""The rendered views of the run's training cameras: the input of depth point clouds and TSDF fusion.
 
 The depth of a surface pixel is its median depth: the distance at which the ray's accumulated opacity reaches
 SURFACE_OPACITY, found by sampling the field's density along the ray. The renderer's expected depth (the
@@ -15,27 +15,14 @@ import numpy as np
 from tqdm import tqdm
 
 from voxnerf.cameras import Cameras
-from voxnerf.data import load_scene
-from voxnerf.errors import VoxnerfError
-from voxnerf.evaluate import View, render_view
+from voxnerf.evaluate import View
 from voxnerf.export.query import box_span, densities_along
 from voxnerf.rays import image_rays
 from voxnerf.run import Run
 
 SURFACE_OPACITY = 0.5  # pixels more opaque than this see a surface
-STEP_RATIO = 0.5  # density samples every STEP_RATIO cells along a ray (as the renderer marches)
 RAY_CHUNK = 256  # rays sampled at once
 UNIT_BOX = np.array([[-1.0] * 3, [1.0] * 3])
-
-
-def training_cameras(run: Run) -> Cameras:
-    """The cameras of the run's training split, read from the scene folder the run records (images not decoded)."""
-    root = run.scene["root"]
-    try:
-        scene = load_scene(root, with_images=False)
-    except VoxnerfError as e:
-        raise VoxnerfError(f"{run.path}: the training cameras are needed but its scene is unreadable ({e})") from None
-    return scene.cameras.subset(scene.split_indices("train"))
 
 
 def spread_views(count: int, views: int) -> np.ndarray:
@@ -75,11 +62,6 @@ class SurfaceView:
         return np.clip((rgb - (1 - a) * background) / a, 0, 1)
 
 
-def background_of(run: Run) -> np.ndarray:
-    """(3,) the background color the run was trained on (black when the images were opaque)."""
-    return np.asarray(run.scene["background"] or np.zeros(3), np.float32)
-
-
 def opacity_crossing(t: np.ndarray, sigma: np.ndarray, step: float,
                      opacity: float = SURFACE_OPACITY) -> np.ndarray:
     """The first distance at which rays' accumulated opacity reaches `opacity`.
@@ -104,8 +86,9 @@ def opacity_crossing(t: np.ndarray, sigma: np.ndarray, step: float,
 
 def median_depth(run: Run, origins: np.ndarray, dirs: np.ndarray) -> np.ndarray:
     """World distances (R,) along world rays (origins, unit dirs (R, 3)) at which the field's accumulated
-    opacity reaches SURFACE_OPACITY, nan where it never does (densities sampled every STEP_RATIO cells)."""
-    o, step = run.to_unit(origins), STEP_RATIO * run.model.estimator.cell_size
+    opacity reaches SURFACE_OPACITY, nan where it never does (densities sampled as the renderer marches, every
+    `render.step_ratio` cells)."""
+    o, step = run.to_unit(origins), run.config.render.step_ratio * run.model.estimator.cell_size
     near, far = box_span(o, dirs, UNIT_BOX)
     out = np.full(len(o), np.nan)
     for i in range(0, len(o), RAY_CHUNK):
@@ -116,11 +99,9 @@ def median_depth(run: Run, origins: np.ndarray, dirs: np.ndarray) -> np.ndarray:
 
 
 def rendered_views(run: Run, cameras: Cameras, progress: bool = False) -> Iterator[SurfaceView]:
-    """Render every camera with the run's field (on its device) and render settings, one SurfaceView at a time."""
-    background = background_of(run)
-    device = next(run.model.parameters()).device
+    """Render every camera as the run renders (`Run.render_view`), one SurfaceView at a time."""
     for i in tqdm(range(len(cameras)), desc="rendering views", unit="view", disable=not progress, leave=False):
-        view = render_view(run.model, cameras, i, background, run.config.render, device)
+        view = run.render_view(cameras, i)
         origins, dirs = (t.numpy().astype(np.float64) for t in image_rays(cameras, i))
         surface = view.opacity.reshape(-1) > SURFACE_OPACITY
         if run.model.space.bounded:

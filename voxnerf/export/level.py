@@ -16,7 +16,7 @@ import numpy as np
 from tqdm import tqdm
 
 from voxnerf.export.box import require_box_space
-from voxnerf.export.depth import RAY_CHUNK, STEP_RATIO, SURFACE_OPACITY, spread_views, training_cameras
+from voxnerf.export.depth import RAY_CHUNK, SURFACE_OPACITY, spread_views
 from voxnerf.export.query import box_span, densities_along, opacity_to_density
 from voxnerf.model import Model
 from voxnerf.rays import image_rays
@@ -49,7 +49,7 @@ def camera_rays(run: Run, views: int = MAX_VIEWS, per_view: int = RAYS_PER_VIEW,
     Returns:
         origins (R, 3) and unit directions (R, 3), float64, R <= views * per_view.
     """
-    cameras = training_cameras(run)
+    cameras = run.training_cameras()
     rng = np.random.default_rng(seed)
     origins, dirs = [], []
     for i in spread_views(len(cameras), views):
@@ -123,7 +123,7 @@ def auto_level(run: Run, box_world: np.ndarray, progress: bool = False) -> AutoL
     require_box_space(run, "--level auto", "--method tsdf or --source depth")
     delta = run.model.estimator.cell_size
     origins, dirs = camera_rays(run)
-    max_sigma, opacity = ray_profiles(run.model, origins, dirs, run.to_unit(box_world), STEP_RATIO * delta,
-                                      progress)
+    max_sigma, opacity = ray_profiles(run.model, origins, dirs, run.to_unit(box_world),
+                                      run.config.render.step_ratio * delta, progress)
     s, iou = silhouette_density(max_sigma, opacity > SURFACE_OPACITY, opacity_to_density(DEFAULT_LEVEL, delta))
     return AutoLevel(float(-np.expm1(-s * delta)), iou, len(origins))

@@ -12,7 +12,7 @@ import numpy as np
 import open3d as o3d
 
 from voxnerf.errors import VoxnerfError
-from voxnerf.export.depth import background_of, rendered_views, training_cameras
+from voxnerf.export.depth import rendered_views
 from voxnerf.export.mesh import crop, drop_hidden, field_mesh
 from voxnerf.export.query import density_normals
 from voxnerf.run import Run
@@ -26,7 +26,7 @@ def grid_points(run: Run, box_world: np.ndarray, count: int, samples: int | None
                 seed: int = 0, progress: bool = False) -> o3d.geometry.PointCloud:
     """`count` points on the opacity iso-surface inside the world box (2, 3), with colors and normals; parts of
     the surface that no training camera sees are left out."""
-    mesh = drop_hidden(field_mesh(run, box_world, samples, level, progress), training_cameras(run))
+    mesh = drop_hidden(field_mesh(run, box_world, samples, level, progress), run.training_cameras())
     if len(mesh.triangles) == 0:
         return o3d.geometry.PointCloud()
     o3d.utility.random.seed(seed)
@@ -39,11 +39,10 @@ def depth_points(run: Run, box_world: np.ndarray, count: int, seed: int = 0,
 
     Colors are the rendered colors with the background removed; normals are density-gradient normals.
     """
-    background = background_of(run)
     points, colors = [], []
-    for sv in rendered_views(run, training_cameras(run), progress):
+    for sv in rendered_views(run, run.training_cameras(), progress):
         points.append(sv.points())
-        colors.append(sv.foreground_rgb(background))
+        colors.append(sv.foreground_rgb(run.background))
     points, colors = np.concatenate(points), np.concatenate(colors)
     inside = np.all((points >= box_world[0]) & (points <= box_world[1]), axis=1)
     points, colors = points[inside], colors[inside]

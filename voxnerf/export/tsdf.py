@@ -14,7 +14,7 @@ import open3d as o3d
 import open3d.core as o3c
 
 from voxnerf.cameras import Cameras
-from voxnerf.export.depth import SurfaceView, background_of, rendered_views, training_cameras
+from voxnerf.export.depth import SurfaceView, rendered_views
 from voxnerf.run import Run
 
 TRUNCATION_VOXELS = 4.0  # the signed distance is truncated at this many voxels
@@ -48,16 +48,15 @@ def fuse(run: Run, voxel: float, far: float | None = None, min_views: float = MI
         min_views: voxels integrated fewer times than this are left out of the mesh.
         progress: show a bar over the views.
     """
-    cameras = training_cameras(run)
+    cameras = run.training_cameras()
     device = o3c.Device("CPU:0")
     grid = o3d.t.geometry.VoxelBlockGrid(
         attr_names=("tsdf", "weight", "color"), attr_dtypes=(o3c.float32, o3c.float32, o3c.float32),
         attr_channels=((1), (1), (3)), voxel_size=voxel, block_resolution=8, block_count=BLOCK_COUNT, device=device)
-    far = float(run.scene["far"] if far is None else far)
-    background = background_of(run)
+    far = float(run.record.far if far is None else far)
     for sv in rendered_views(run, cameras, progress):
         rgb = sv.view.rgb.reshape(-1, 3).copy()
-        rgb[sv.surface] = sv.foreground_rgb(background)
+        rgb[sv.surface] = sv.foreground_rgb(run.background)
         color = o3d.t.geometry.Image(o3c.Tensor(rgb.reshape(sv.view.rgb.shape).astype(np.float32)))
         depth = o3d.t.geometry.Image(o3c.Tensor(z_depth(sv, cameras.c2w[sv.index])))
         intrinsic, extrinsic = pinhole(cameras, sv.index)

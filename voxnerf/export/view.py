@@ -147,7 +147,7 @@ def viewpoint(run: Run, cameras: Cameras | None) -> dict:
     Returns:
         dict of open3d ViewControl settings: lookat, front (toward the viewer), up.
     """
-    center = np.asarray(run.scene["bbox"], np.float64).mean(0)
+    center = np.asarray(run.record.bbox, np.float64).mean(0)
     if cameras is None or len(cameras) == 0:
         return {"lookat": center, "front": np.array([1.0, -1.0, 0.8]) / np.sqrt(2.64), "up": np.array([0.0, 0, 1])}
     back, right, up = -cameras.c2w[0][:, 2], cameras.c2w[0][:, 0], -cameras.c2w[0][:, 1]
