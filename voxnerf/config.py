@@ -61,7 +61,7 @@ class TrainConfig:
     space: str = "box"  # box (bounded object) | contract (unbounded 360 scene) | ndc (forward-facing); voxnerf.space
     max_steps: int = 20000  # training stops at whichever of max_steps / max_time comes first
     max_time: float = 0.0  # seconds of training (evaluation excluded); 0 = no limit
-    precision: str = "auto"  # auto (bf16 on CPU, fp16 on CUDA) | bf16 | fp16 | fp32
+    precision: str = "auto"  # auto (fp16 on CUDA; bf16 on a CPU with native bf16, else fp32) | bf16 | fp16 | fp32
     seed: int = 0
     log_every: int = 50  # steps between metric lines (CSV/JSONL/TensorBoard)
     checkpoint_every: int = 1000  # steps between atomic checkpoints

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from voxnerf.errors import VoxnerfError
@@ -16,10 +18,24 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+@functools.cache
+def cpu_has_fast_bf16() -> bool:
+    """Whether this CPU multiplies bf16 natively (AVX512-BF16 or AMX, as oneDNN reports it). Elsewhere (AVX2-only
+    CPUs: most laptops, AMD before Zen 4) oneDNN emulates bf16 and autocast made lego_100 training ~20x slower
+    than fp32 (benchmarks/RESULTS.md)."""
+    try:
+        return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a torch build without the query: keep the measured default
+        return True
+
+
 def amp_dtype_for(precision: str, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype of the color MLP: fp16 on CUDA, bf16 on CPU (fp16 has no fast CPU path), or none."""
+    """The autocast dtype of the color MLP: fp16 on CUDA; on a CPU bf16 where it is native (fp16 has no fast CPU
+    path), else none (fp32); or what `precision` names."""
     if precision == "auto":
-        return torch.float16 if device.type == "cuda" else torch.bfloat16
+        if device.type == "cuda":
+            return torch.float16
+        return torch.bfloat16 if cpu_has_fast_bf16() else None
     choices = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
     if precision not in choices:
         raise VoxnerfError(f"precision '{precision}': expected auto, bf16, fp16 or fp32")

@@ -71,8 +71,6 @@ class World:
     device: torch.device | None = None
     backend: str | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
-    fault: tuple[int, str] | None = None  # tests only: (step, 'exit' | 'hang') for this rank, from FAULT_ENV
-    steps: int = field(default=0, init=False)  # gradient reductions so far (the fault's clock)
 
     @property
     def is_main(self) -> bool:
@@ -114,8 +112,6 @@ class World:
         on the scaled gradients, before `scaler.step`: every rank then sees the same gradients, finds the same
         infs and updates its scale alike.
         """
-        self.steps += 1
-        self._inject_fault()
         if self.size == 1:
             return
         params = list(parameters)
@@ -188,16 +184,6 @@ class World:
                 f"rank {self.rank}: {what} failed: another worker died or hung (collective timeout "
                 f"{self.timeout_s:g} s, {TIMEOUT_ENV}): {first_sentence(e)}") from None
 
-    def _inject_fault(self) -> None:
-        if self.fault is None or self.steps != self.fault[0]:
-            return
-        print(f"voxnerf: test fault: rank {self.rank} {self.fault[1]}s at step {self.steps}", file=sys.stderr,
-              flush=True)
-        if self.fault[1] == "exit":
-            os._exit(3)
-        while True:
-            time.sleep(60)
-
     # ---- lifetime -----------------------------------------------------------------------------------------
     def __enter__(self) -> "World":
         return self
@@ -207,6 +193,26 @@ class World:
         group with work pending can hang there, so after a failure it is left to the process's end)."""
         if self.backend is not None and dist.is_initialized() and (exc_type is None or self.backend == "gloo"):
             dist.destroy_process_group()
+
+
+@dataclass
+class FaultyWorld(World):
+    """Tests only (FAULT_ENV): a World whose rank exits or hangs at its `fault` = (step, 'exit' | 'hang'), counted
+    in gradient reductions. Ordinary jobs never build one, so their collectives carry no test hook."""
+
+    fault: tuple[int, str] = (0, "exit")
+    steps: int = field(default=0, init=False)
+
+    def all_reduce_gradients(self, parameters) -> None:
+        self.steps += 1
+        if self.steps == self.fault[0]:
+            print(f"voxnerf: test fault: rank {self.rank} {self.fault[1]}s at step {self.steps}", file=sys.stderr,
+                  flush=True)
+            if self.fault[1] == "exit":
+                os._exit(3)
+            while True:
+                time.sleep(60)
+        super().all_reduce_gradients(parameters)
 
 
 def model_fingerprint(model) -> torch.Tensor:
@@ -302,7 +308,10 @@ def world_from_env(device: torch.device) -> World:
         dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
     except (RuntimeError, ValueError) as e:
         raise VoxnerfError(f"rank {rank}: could not join the {size}-process job ({backend}): {e}") from None
-    return World(rank, size, local_rank, device, backend, timeout, parse_fault(os.environ.get(FAULT_ENV), rank))
+    fault = parse_fault(os.environ.get(FAULT_ENV), rank)
+    if fault is not None:
+        return FaultyWorld(rank, size, local_rank, device, backend, timeout, fault)
+    return World(rank, size, local_rank, device, backend, timeout)
 
 
 def dump_rank_state(model, world: World) -> None:

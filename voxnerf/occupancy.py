@@ -20,9 +20,6 @@ from voxnerf.march import Samples, SigmaFn, march
 from voxnerf.space import MarchRays, Space, space_from_dict
 from voxnerf.sparse_grid import BRICK_VOLUME, BrickIndex, Relayout, all_bricks, pruned, subdivided
 
-UPDATE_CHUNK = 1 << 18  # cell corners whose density is asked for at once
-
-
 class OccupancyGrid(nn.Module):
     """Per-cell occupancy of an R^3 grid over [-1, 1]^3, stored on sparse bricks.
 
@@ -40,6 +37,7 @@ class OccupancyGrid(nn.Module):
                  occupied: torch.Tensor | None = None, score: torch.Tensor | None = None):
         super().__init__()
         self.space = space
+        self._vertices = None
         self.layout = BrickIndex(resolution, all_bricks(resolution) if brick_coords is None else brick_coords)
         rows = self.layout.num_rows
         self.register_buffer("brick_coords", self.layout.brick_coords)
@@ -65,6 +63,7 @@ class OccupancyGrid(nn.Module):
         """Moving the module (`.to(device)`) moves the layout's index along with the buffers."""
         super()._apply(fn, recurse)
         self.layout = BrickIndex(self.layout.resolution, self.brick_coords)
+        self._vertices = None
         return self
 
     # ---- state ----------------------------------------------------------------------------------------------
@@ -114,6 +113,13 @@ class OccupancyGrid(nn.Module):
             return torch.tensor([[-1.0] * 3, [1.0] * 3], device=v.device)
         return torch.stack([v.amin(0).float() * self.cell_size - 1, (v.amax(0) + 1).float() * self.cell_size - 1])
 
+    def vertices(self) -> torch.Tensor:
+        """(V, 3) grid points of the rows' vertices (the cells' corners); the same tensor until the next refinement,
+        so a caller may cache what it computes for them (see voxnerf.strategy)."""
+        if self._vertices is None:
+            self._vertices = self.layout.slot_vertices().float() * self.cell_size - 1
+        return self._vertices
+
     # ---- verbs ----------------------------------------------------------------------------------------------
     @torch.no_grad()
     def cell_density(self, density_fn: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
@@ -121,10 +127,9 @@ class OccupancyGrid(nn.Module):
 
         For a field interpolated trilinearly on this grid's vertices that is the largest density in the cell.
         Args:
-            density_fn: (N, 3) grid points -> (N,) sigma >= 0.
+            density_fn: (N, 3) grid points -> (N,) sigma >= 0, asked once for all of `vertices()`.
         """
-        vertices = self.layout.slot_vertices().float() * self.cell_size - 1
-        sigma = torch.cat([density_fn(vertices[i:i + UPDATE_CHUNK]) for i in range(0, len(vertices), UPDATE_CHUNK)])
+        sigma = density_fn(self.vertices())
         corners = self.layout.cell_corner_rows()
         return sigma[corners.clamp_min(0)].masked_fill(corners < 0, 0.0).amax(-1)
 
@@ -169,6 +174,7 @@ class OccupancyGrid(nn.Module):
     def _relayout(self, change: Relayout) -> None:
         occupied = change.inherit(self.occupied)
         self.layout = change.layout
+        self._vertices = None
         self.brick_coords = change.layout.brick_coords
         self.score = change.interpolate(self.score)
         self.set_occupied(occupied)

@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
 
 from voxnerf.config import Level, OccupancyConfig
+from voxnerf.fields import Field
 from voxnerf.model import Model
+
+
+class FixedPointsDensity:
+    """A density callback that computes the field's Lookup of one fixed tensor of points once (the estimator's
+    vertices: the trilinear stencil is most of the cost of an occupancy update) and reuses it; other points are
+    looked up as usual. Valid while neither the points nor the field's topology change."""
+
+    def __init__(self, field: Field, points: torch.Tensor):
+        self.field, self.points = field, points
+        with torch.no_grad():
+            self.lookup = field.lookup(points)
+
+    def __call__(self, g: torch.Tensor) -> torch.Tensor:
+        if g is not self.points:
+            return self.field.density_at(g)
+        return self.field.density(self.lookup)
 
 
 @dataclass
@@ -25,6 +42,7 @@ class TopologyStrategy:
     levels: list[Level]
     step_ratio: float
     reduce_max: Callable[[torch.Tensor], torch.Tensor] = lambda t: t
+    _density: FixedPointsDensity | None = field(default=None, init=False, repr=False)
 
     def skipping(self, step: int) -> bool:
         """False during warm-up: every cell is occupied and no sample is skipped, so training can start."""
@@ -36,7 +54,10 @@ class TopologyStrategy:
 
     def update_occupancy(self, model: Model) -> None:
         """The estimator's occupancy from the field's current density (see OccupancyGrid.update)."""
-        model.estimator.update(model.field.density_at, self.occupancy, self.step_ratio, self.reduce_max)
+        vertices = model.estimator.vertices()
+        if self._density is None or self._density.points is not vertices or self._density.field is not model.field:
+            self._density = FixedPointsDensity(model.field, vertices)
+        model.estimator.update(self._density, self.occupancy, self.step_ratio, self.reduce_max)
 
     def step_post_backward(self, step: int, progress: float, model: Model,
                            optimizer: torch.optim.Optimizer | None) -> bool:
@@ -56,4 +77,5 @@ class TopologyStrategy:
         self.update_occupancy(model)
         model.field.refine(target, model.estimator.is_occupied, optimizer)
         model.estimator.refine(target)
+        self._density = None  # the field's lookups changed with its topology
         return True

@@ -79,7 +79,9 @@ class Trainer:
         self.optimizer = self._make_optimizer()
         self.optimizer.load_state_dict(ckpt["optimizer"])
         self.step, self.elapsed, self.n_rays = ckpt["step"], ckpt["elapsed"], ckpt["n_rays"]
-        self.generator = self.world.generator(self.cfg.seed, ckpt["rng"], self.step)
+        self.generator = self.world.generator(self.cfg.seed, ckpt["rng"].cpu(), self.step)  # a CPU stream
+        if ckpt.get("scaler"):  # an fp16 run's loss scale (empty when it was saved without fp16 autocast)
+            self.scaler.load_state_dict(ckpt["scaler"])
         self.snapshots = ckpt.get("snapshots", [])
         self.eval_at = [t for t in self.eval_at if t > self.elapsed]
 
@@ -96,6 +98,7 @@ class Trainer:
             "elapsed": self.elapsed,
             "n_rays": self.n_rays,
             "rng": self.generator.get_state(),
+            "scaler": self.scaler.state_dict(),
             "scene": SceneRecord.of(self.scene, self.model.space).to_dict(),
             "snapshots": self.snapshots,
         }, self.out / CHECKPOINT)
