@@ -190,8 +190,14 @@ class World:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         """Leave the process group (a gloo group also after a failure, or the process aborts at exit; an NCCL
-        group with work pending can hang there, so after a failure it is left to the process's end)."""
-        if self.backend is not None and dist.is_initialized() and (exc_type is None or self.backend == "gloo"):
+        group with work pending can hang there, so after a failure it is left to the process's end). After a
+        normal end the ranks first meet at a barrier, so that none tears its connections down while a peer's last
+        collective is still in flight (once seen as a rank aborting at exit under torchrun)."""
+        if self.backend is None or not dist.is_initialized():
+            return
+        if exc_type is None:
+            self._run("barrier at the end of the job", dist.barrier)
+        if exc_type is None or self.backend == "gloo":
             dist.destroy_process_group()
 
 
