@@ -13,18 +13,19 @@ from typing import Callable
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from voxnerf.config import OccupancyConfig
 from voxnerf.march import Samples, SigmaFn, march
 from voxnerf.space import MarchRays, Space, space_from_dict
-from voxnerf.sparse_grid import BRICK_VOLUME, BrickIndex, Relayout, all_bricks, pruned, subdivided
+from voxnerf.sparse_grid import BRICK_VOLUME, BrickModule, Relayout, all_bricks, pruned, subdivided
 
-class OccupancyGrid(nn.Module):
+
+
+class OccupancyGrid(BrickModule):
     """Per-cell occupancy of an R^3 grid over [-1, 1]^3, stored on sparse bricks.
 
     Buffers:
-        brick_coords: (B, 3) int64 bricks whose cells may be occupied (the layout; `layout` is rebuilt from it).
+        brick_coords: (B, 3) int64 bricks whose cells may be occupied (see BrickModule).
         occupied: (V,) bool, whether the cell whose min corner is row v's vertex may hold matter.
         score: (V,) float, running max of the opacity of one sample step in that cell.
         brick_occupied: (n, n, n) bool, bricks holding an occupied cell, dilated by one brick (coarse marching).
@@ -35,36 +36,17 @@ class OccupancyGrid(nn.Module):
 
     def __init__(self, resolution: int, space: Space, brick_coords: torch.Tensor | None = None,
                  occupied: torch.Tensor | None = None, score: torch.Tensor | None = None):
-        super().__init__()
+        super().__init__(resolution, all_bricks(resolution) if brick_coords is None else brick_coords)
         self.space = space
-        self._vertices = None
-        self.layout = BrickIndex(resolution, all_bricks(resolution) if brick_coords is None else brick_coords)
         rows = self.layout.num_rows
-        self.register_buffer("brick_coords", self.layout.brick_coords)
         self.register_buffer("score", torch.zeros(rows) if score is None else score)
         self.register_buffer("occupied", torch.ones(rows, dtype=torch.bool))
         self.register_buffer("brick_occupied", torch.empty(0, dtype=torch.bool))
         self.register_buffer("bbox", torch.empty(2, 3))
         self.set_occupied(self.occupied if occupied is None else occupied)
 
-    @property
-    def resolution(self) -> int:
-        return self.layout.resolution
-
-    @property
-    def cell_size(self) -> float:
-        """Edge of one cell in grid units."""
-        return 2.0 / self.resolution
-
     def extra_repr(self) -> str:
         return f"resolution={self.resolution}, occupied_cells={int(self.occupied.sum())}"
-
-    def _apply(self, fn, recurse=True):
-        """Moving the module (`.to(device)`) moves the layout's index along with the buffers."""
-        super()._apply(fn, recurse)
-        self.layout = BrickIndex(self.layout.resolution, self.brick_coords)
-        self._vertices = None
-        return self
 
     # ---- state ----------------------------------------------------------------------------------------------
     def state(self) -> dict:
@@ -114,11 +96,9 @@ class OccupancyGrid(nn.Module):
         return torch.stack([v.amin(0).float() * self.cell_size - 1, (v.amax(0) + 1).float() * self.cell_size - 1])
 
     def vertices(self) -> torch.Tensor:
-        """(V, 3) grid points of the rows' vertices (the cells' corners); the same tensor until the next refinement,
-        so a caller may cache what it computes for them (see voxnerf.strategy)."""
-        if self._vertices is None:
-            self._vertices = self.layout.slot_vertices().float() * self.cell_size - 1
-        return self._vertices
+        """(V, 3) grid points of the rows' vertices (the cells' corners); the same tensor until the next refinement
+        or move, so a caller may cache what it computes for them (see voxnerf.strategy)."""
+        return self.layout.vertex_points()
 
     # ---- verbs ----------------------------------------------------------------------------------------------
     @torch.no_grad()
@@ -173,9 +153,7 @@ class OccupancyGrid(nn.Module):
 
     def _relayout(self, change: Relayout) -> None:
         occupied = change.inherit(self.occupied)
-        self.layout = change.layout
-        self._vertices = None
-        self.brick_coords = change.layout.brick_coords
+        self._set_layout(change.layout)
         self.score = change.interpolate(self.score)
         self.set_occupied(occupied)
 

@@ -126,6 +126,15 @@ class BrickIndex:
         rows = self.vertex_slots(v.unsqueeze(1) + CORNERS.to(v.device))
         return rows.masked_fill_(~self.real_cells().unsqueeze(1), -1)
 
+    def vertex_points(self) -> torch.Tensor:
+        """(V, 3) float grid coordinates (in [-1, 1]) of every row's vertex (computed once per layout: the same
+        tensor until the layout changes, so callers may cache what they compute for it; do not modify)."""
+        return self._vertex_points
+
+    @cached_property
+    def _vertex_points(self) -> torch.Tensor:
+        return self.slot_vertices().float() * (2.0 / self.resolution) - 1
+
     def cell_centers(self) -> torch.Tensor:
         """(V, 3) float grid coordinates (in [-1, 1]) of the center of the cell each row is the min corner of."""
         return (self.slot_vertices().float() + 0.5) * (2.0 / self.resolution) - 1
@@ -214,22 +223,52 @@ def subdivided(old: BrickIndex, cells: torch.Tensor) -> Relayout:
     return Relayout(new, interpolate, inherit)
 
 
-class SparseVoxelGrid(nn.Module):
+class BrickModule(nn.Module):
+    """A module whose per-row tables live on a BrickIndex `layout`, rebuilt from its `brick_coords` buffer.
+
+    Buffers:
+        brick_coords: (B, 3) int64 allocated bricks (the layout; `layout` is rebuilt from it).
+    """
+
+    def __init__(self, resolution: int, brick_coords: torch.Tensor):
+        super().__init__()
+        self.layout = BrickIndex(resolution, brick_coords)
+        self.register_buffer("brick_coords", self.layout.brick_coords)
+
+    @property
+    def resolution(self) -> int:
+        return self.layout.resolution
+
+    @property
+    def cell_size(self) -> float:
+        """Edge of one cell in grid units."""
+        return 2.0 / self.resolution
+
+    def _apply(self, fn, recurse=True):
+        """Moving the module (`.to(device)`) moves the layout's index along with the buffers."""
+        super()._apply(fn, recurse)
+        self.layout = BrickIndex(self.layout.resolution, self.brick_coords)
+        return self
+
+    def _set_layout(self, layout: BrickIndex) -> None:
+        self.layout = layout
+        self.brick_coords = layout.brick_coords
+
+
+class SparseVoxelGrid(BrickModule):
     """Vertex features (raw density + C feature channels) on allocated 8^3-vertex bricks.
 
     Parameters:
         density: (V,) raw density per vertex, V = 512 * number of bricks.
         features: (V, C) feature vector per vertex.
     Buffers:
-        brick_coords: (B, 3) int64 allocated bricks (the layout; `layout` is rebuilt from it).
+        brick_coords: (B, 3) int64 allocated bricks (see BrickModule).
     """
 
     def __init__(self, resolution: int, brick_coords: torch.Tensor, density: torch.Tensor, features: torch.Tensor):
-        super().__init__()
-        self.layout = BrickIndex(resolution, brick_coords)
+        super().__init__(resolution, brick_coords)
         self.density = nn.Parameter(density)
         self.features = nn.Parameter(features)
-        self.register_buffer("brick_coords", self.layout.brick_coords)
 
     @classmethod
     def dense(cls, resolution: int, feature_dim: int, density_value: float = 0.0, feature_std: float = 0.0,
@@ -247,26 +286,11 @@ class SparseVoxelGrid(nn.Module):
         return cls(resolution, state["brick_coords"], state["density"], state["features"])
 
     @property
-    def resolution(self) -> int:
-        return self.layout.resolution
-
-    @property
     def num_bricks(self) -> int:
         return len(self.brick_coords)
 
-    @property
-    def cell_size(self) -> float:
-        """Edge of one cell in grid units."""
-        return 2.0 / self.resolution
-
     def extra_repr(self) -> str:
         return f"resolution={self.resolution}, bricks={self.num_bricks}"
-
-    def _apply(self, fn, recurse=True):
-        """Moving the module (`.to(device)`) moves the layout's index along with the buffers."""
-        super()._apply(fn, recurse)
-        self.layout = BrickIndex(self.layout.resolution, self.brick_coords)
-        return self
 
     # ---- lookup ---------------------------------------------------------------------------------------------
     def stencil(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -318,8 +342,7 @@ class SparseVoxelGrid(nn.Module):
         return change
 
     def _relayout(self, change: Relayout) -> None:
-        self.layout = change.layout
-        self.brick_coords = change.layout.brick_coords
+        self._set_layout(change.layout)
         with torch.no_grad():
             self.density = nn.Parameter(change.interpolate(self.density.detach()))
             self.features = nn.Parameter(change.interpolate(self.features.detach()))
