@@ -87,20 +87,19 @@ class World:
         """This rank's part of `total` rays: the parts differ by at most one and add up to `total`."""
         return total // self.size + (self.rank < total % self.size)
 
-    def generator(self, seed: int, state: torch.Tensor | None = None, step: int = 0) -> torch.Generator:
-        """This rank's random stream (rays, jitter), different on every rank.
+    def generator(self, seed: int, state: torch.Tensor | None = None, step: int = 0,
+                  device: torch.device | str = "cpu") -> torch.Generator:
+        """This rank's random stream (rays, jitter) on `device`, different on every rank.
 
-        Rank 0 uses `seed` (and the checkpoint's `state` when resuming), exactly as a single process does. Rank r
-        uses seed + r; a resumed rank r > 0 starts a fresh stream seed + r + size * step (the checkpoint holds
-        rank 0's state only), which no rank has used before.
+        Rank 0 uses `seed` (and the checkpoint's `state` when resuming), exactly as a single process does. A stream
+        that cannot be continued (rank r > 0, whose state the checkpoint does not hold, or a state saved by a
+        generator on another kind of device) starts fresh at seed + r + size * step, which no rank has used before.
         """
-        g = torch.Generator(device="cpu")
-        if self.is_main:
-            g.manual_seed(seed)
-            if state is not None:
-                g.set_state(state)
+        g = torch.Generator(device=device)
+        if self.is_main and state is not None:
+            g.set_state(state.cpu())
         else:
-            g.manual_seed(seed + self.rank + (self.size * step if state is not None else 0))
+            g.manual_seed(seed + self.rank + self.size * step)
         return g
 
     # ---- collectives --------------------------------------------------------------------------------------

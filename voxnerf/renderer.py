@@ -37,7 +37,7 @@ class RenderResult:
     distortion: torch.Tensor  # () distortion loss summed over rays, in grid units of the march (0 unless asked)
     num_samples: int  # samples whose density was evaluated with gradients
     num_color_samples: int  # samples whose color was evaluated
-    num_candidates: int  # fine positions the rays crossed inside the occupied box
+    num_candidates: torch.Tensor  # () fine positions the rays crossed inside the occupied box (on the device)
 
 
 def _chunked(fn, chunk: int, *args: torch.Tensor) -> torch.Tensor:
@@ -89,14 +89,14 @@ def render_rays(
     if jitter is None:
         offsets = torch.full((n,), 0.5, device=origins.device)
     else:
-        offsets = torch.rand(n, generator=jitter, device=jitter.device).to(origins.device)
+        offsets = torch.rand(n, generator=jitter, device=origins.device)
     rays = space.march_rays(origins, dirs)
     samples = estimator.march(rays, sigma_fn(field), step, offsets, cfg.alpha_min, cfg.transmittance_min,
                               cfg.march_chunk)
     ray_idx = samples.ray_idx
     sigmas = _chunked(lambda *lookup: field.density(lookup), cfg.checkpoint_chunk, *samples.lookup)
     weights, transmittance = render_weights(sigmas, samples.delta, ray_idx)
-    colored = weights.detach() > cfg.color_weight_min
+    colored = torch.nonzero(weights.detach() > cfg.color_weight_min).squeeze(-1)  # one host sync
     color_args = (dirs[ray_idx[colored]], *(a[colored] for a in samples.lookup))
     rgb_s = _chunked(lambda d, *lookup: field.color(lookup, d, amp_dtype), cfg.checkpoint_chunk, *color_args)
     opacity = accumulate(weights, ray_idx, n)
@@ -107,4 +107,4 @@ def render_rays(
     alpha_sum = (weights / transmittance.clamp_min(1e-10)).sum()
     dist = (distortion(weights, samples.u * space.inner_scale, step * space.inner_scale, ray_idx)
             if with_distortion else torch.zeros((), device=origins.device))
-    return RenderResult(rgb, opacity, depth, alpha_sum, dist, len(ray_idx), int(colored.sum()), samples.candidates)
+    return RenderResult(rgb, opacity, depth, alpha_sum, dist, len(ray_idx), len(colored), samples.candidates)

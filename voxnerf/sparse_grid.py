@@ -96,10 +96,7 @@ class BrickIndex:
         c = c.long()
         v = torch.stack([c, c + 1], 1)  # (N, 2, 3): the two vertex layers per axis
         n = self.bricks_per_axis
-        brick = (v >> 3) * torch.tensor([n * n, n, 1], device=x.device)
-        local = (v & (BRICK - 1)) * torch.tensor([BRICK * BRICK, BRICK, 1], device=x.device)
-        brick = brick[:, :, 0, None, None] + brick[:, None, :, 1, None] + brick[:, None, None, :, 2]
-        local = local[:, :, 0, None, None] + local[:, None, :, 1, None] + local[:, None, None, :, 2]
+        brick, local = _flat_offsets(v >> 3, n), _flat_offsets(v & (BRICK - 1), BRICK)
         b = self.index.view(-1)[brick.view(-1, 8)].long()
         w1 = torch.stack([1 - f, f], 1)  # (N, 2, 3)
         w = (w1[:, :, 0, None, None] * w1[:, None, :, 1, None] * w1[:, None, None, :, 2]).view(-1, 8)
@@ -146,6 +143,21 @@ class BrickIndex:
     @cached_property
     def _real_cells(self) -> torch.Tensor:
         return (self.slot_vertices() < self.resolution).all(-1)
+
+    def real_cell_rows(self) -> torch.Tensor:
+        """(K,) int64 rows of `real_cells` (computed once per layout; do not modify)."""
+        return self._real_cell_rows
+
+    @cached_property
+    def _real_cell_rows(self) -> torch.Tensor:
+        return torch.nonzero(self.real_cells()).squeeze(-1)
+
+
+def _flat_offsets(v: torch.Tensor, n: int) -> torch.Tensor:
+    """(N, 2, 3) integer coordinates of two layers per axis -> (N, 2, 2, 2) flat offsets x * n^2 + y * n + z of
+    the 8 combinations (plain integer arithmetic: no constant tensor built on the device per call)."""
+    x, y, z = v[:, :, 0] * (n * n), v[:, :, 1] * n, v[:, :, 2]
+    return x[:, :, None, None] + y[:, None, :, None] + z[:, None, None, :]
 
 
 def bricks_around_cells(cells: torch.Tensor, bricks_per_axis: int) -> torch.Tensor:

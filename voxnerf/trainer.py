@@ -54,7 +54,7 @@ class Trainer:
         self.amp_dtype = amp_dtype_for(cfg.precision, device)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp_dtype == torch.float16 and device.type == "cuda")
         self.strategy = TopologyStrategy(cfg.occupancy, cfg.levels, cfg.render.step_ratio, self.world.max_)
-        self.generator = self.world.generator(cfg.seed)
+        self.generator = self.world.generator(cfg.seed, device=device)
         self.step, self.elapsed, self.n_rays = 0, 0.0, cfg.optim.min_rays
         self.eval_at = sorted(eval_at)
         self.snapshots: list[dict] = []
@@ -79,7 +79,9 @@ class Trainer:
         self.optimizer = self._make_optimizer()
         self.optimizer.load_state_dict(ckpt["optimizer"])
         self.step, self.elapsed, self.n_rays = ckpt["step"], ckpt["elapsed"], ckpt["n_rays"]
-        self.generator = self.world.generator(self.cfg.seed, ckpt["rng"].cpu(), self.step)  # a CPU stream
+        same_kind = ckpt.get("rng_device", "cpu") == self.device.type  # CPU and CUDA streams differ in state
+        self.generator = self.world.generator(self.cfg.seed, ckpt["rng"] if same_kind else None, self.step,
+                                              self.device)
         if ckpt.get("scaler"):  # an fp16 run's loss scale (empty when it was saved without fp16 autocast)
             self.scaler.load_state_dict(ckpt["scaler"])
         self.snapshots = ckpt.get("snapshots", [])
@@ -98,6 +100,7 @@ class Trainer:
             "elapsed": self.elapsed,
             "n_rays": self.n_rays,
             "rng": self.generator.get_state(),
+            "rng_device": self.generator.device.type,
             "scaler": self.scaler.state_dict(),
             "scene": SceneRecord.of(self.scene, self.model.space).to_dict(),
             "snapshots": self.snapshots,
@@ -146,17 +149,25 @@ class Trainer:
         o = self.cfg.optim
         self.n_rays = int(np.clip(o.target_samples / max(samples_per_ray, 1.0), o.min_rays, o.max_rays))
         return {
-            "loss": loss.item(),
-            "psnr": mse_to_psnr(mse.item()),
+            "loss": loss.detach(),
+            "mse": mse.detach(),
             "rays": n_total,
             "samples_per_ray": samples_per_ray,
-            "skipped": 1.0 - result.num_samples / max(result.num_candidates, 1),
+            "candidates": result.num_candidates,
             "color_samples_per_ray": result.num_color_samples / max(len(batch["origins"]), 1),
             "resolution": self.model.estimator.resolution,
             "image_scale": level.image_scale,
-            "occupied": int(self.model.estimator.occupied.sum()),
-            "parameters": sum(p.numel() for p in self.model.parameters()),
         }
+
+    def log_row(self, stats: dict) -> dict:
+        """A step's statistics as plain numbers for the log, with the values that wait on the device (loss, PSNR,
+        occupied cells) read only here: on logging steps, not every step."""
+        row = {k: v for k, v in stats.items() if k not in ("mse", "candidates")}
+        row.update(loss=stats["loss"].item(), psnr=mse_to_psnr(stats["mse"].item()),
+                   skipped=1.0 - row["samples_per_ray"] * row["rays"] / max(stats["candidates"].item(), 1),
+                   occupied=int(self.model.estimator.occupied.sum()),
+                   parameters=sum(p.numel() for p in self.model.parameters()))
+        return row
 
     def _regularization(self, result) -> torch.Tensor:
         """Opacity entropy (rays either hit something or see the background), sample sparsity, distortion, and
@@ -190,6 +201,7 @@ class Trainer:
                 self._snapshot_if_due()
                 if main and self.step % self.cfg.log_every == 0:
                     now = time.perf_counter()
+                    stats = self.log_row(stats)
                     stats.update(step=self.step, time=round(self.elapsed, 3), rays_per_s=rays_done / (now - t_window))
                     rays_done, t_window = 0, now
                     logger.write(stats)

@@ -74,8 +74,8 @@ class SparseVoxelField(Field):
         """Total variation of raw density and features on `tv_vertices` random vertices of real cells."""
         if not (optim.tv_density or optim.tv_features):
             return 0.0
-        cells = torch.nonzero(self.grid.layout.real_cells()).squeeze(-1)
-        pick = torch.randint(0, len(cells), (optim.tv_vertices,), generator=generator)
+        cells = self.grid.layout.real_cell_rows()
+        pick = torch.randint(0, len(cells), (optim.tv_vertices,), generator=generator, device=generator.device)
         tv_density, tv_features = self.grid.total_variation(cells[pick.to(cells.device)])
         return optim.tv_density * tv_density + optim.tv_features * tv_features
 

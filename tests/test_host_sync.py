@@ -1,0 +1,93 @@
+"""The CUDA path is not launch-bound: a training step forces at most a few host syncs.
+
+On CUDA, some ops make the host wait for the device: reading a value (`.item()`, `_local_scalar_dense`), ops whose
+output size depends on the data (`nonzero`, boolean-mask indexing and index_put, `masked_select`, `unique`,
+`repeat_interleave` without an output size, `bincount`). They are counted on the CPU with a TorchDispatchMode; the
+difference between 2N and N steps is what one step costs, so set-up and the first batches don't count.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import voxnerf_scenes as vs
+from voxnerf.config import load_config
+from voxnerf.data import load_scene
+from voxnerf.trainer import Trainer
+
+SYNC_BUDGET = 8  # host syncs per training step (nerfacc + Instant-NGP: one or two)
+
+aten = torch.ops.aten
+DATA_DEPENDENT = {aten._local_scalar_dense.default, aten.nonzero.default, aten.masked_select.default,
+                  aten._unique2.default, aten.unique_consecutive.default, aten.unique_dim.default,
+                  aten.bincount.default, aten.masked_scatter.default}
+
+
+def forces_sync(func, args, kwargs) -> bool:
+    """Whether a CUDA kernel launch of `func(*args, **kwargs)` would wait on the device."""
+    if func in DATA_DEPENDENT:
+        return True
+    if func in (aten.index.Tensor, aten.index_put.default, aten.index_put_.default, aten._index_put_impl_.default):
+        return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in args[1])
+    if func is aten.repeat_interleave.Tensor:
+        return kwargs.get("output_size") is None
+    return False
+
+
+class SyncCounter(TorchDispatchMode):
+    """Counts host-syncing ops by name while active."""
+
+    def __init__(self):
+        super().__init__()
+        self.counts: dict[str, int] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if forces_sync(func, args, kwargs):
+            self.counts[str(func)] = self.counts.get(str(func), 0) + 1
+        return func(*args, **kwargs)
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+def syncs_over(trainer: Trainer, steps: int) -> SyncCounter:
+    with SyncCounter() as counter:
+        for _ in range(steps):
+            trainer.train_step()
+            trainer.step += 1
+    return counter
+
+
+@pytest.fixture(scope="module")
+def sphere(tmp_path_factory) -> Path:
+    return vs.make_scene("sphere", tmp_path_factory.mktemp("sync") / "sphere", n_train=12, n_val=1, n_test=1,
+                         size=32, n_samples=64)
+
+
+CONFIG = {
+    "levels": [{"until": 1.0, "resolution": 64, "image_scale": 1.0}],
+    "occupancy": {"warmup_steps": 2, "update_every": 8},
+    "optim": {"target_samples": 8192, "min_rays": 256, "max_rays": 1024},
+    "max_steps": 10_000,
+    "log_every": 1000,
+    "threads": 2,
+}
+
+
+def test_a_training_step_forces_at_most_the_sync_budget(sphere, tmp_path):
+    trainer = Trainer(load_scene(sphere), load_config(None, [CONFIG]), tmp_path / "run", torch.device("cpu"),
+                      quiet=True)
+    for _ in range(5):  # past the warm-up: occupancy in use, skipping on
+        trainer.train_step()
+        trainer.step += 1
+    n = 8
+    one, two = syncs_over(trainer, n), syncs_over(trainer, 2 * n)
+    per_step = (two.total - one.total) / n
+    detail = {k: (two.counts.get(k, 0) - one.counts.get(k, 0)) / n for k in two.counts}
+    assert per_step <= SYNC_BUDGET, f"{per_step:.1f} host syncs per step (budget {SYNC_BUDGET}): {detail}"
