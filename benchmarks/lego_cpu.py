@@ -23,9 +23,10 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from revisions import checkout
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data" / "nerf_synthetic" / "lego_100"
@@ -89,16 +90,10 @@ def spawn_variant(args, name: str, overrides: list[str], code: Path = REPO) -> d
 def side_by_side(args) -> dict[str, dict]:
     """Alternating runs of the baseline revision and the working tree (see the module docstring)."""
     results = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        baseline = Path(tmp) / "baseline"
-        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(baseline), args.baseline],
-                       check=True, capture_output=True)
-        try:
-            for k in range(1, args.repeats + 1):
-                results[f"baseline {args.baseline} #{k}"] = spawn_variant(args, f"baseline_{k}", args.set, baseline)
-                results[f"this tree #{k}"] = spawn_variant(args, f"current_{k}", args.set)
-        finally:
-            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(baseline)], check=True)
+    with checkout(args.baseline) as baseline:
+        for k in range(1, args.repeats + 1):
+            results[f"baseline {args.baseline} #{k}"] = spawn_variant(args, f"baseline_{k}", args.set, baseline)
+            results[f"this tree #{k}"] = spawn_variant(args, f"current_{k}", args.set)
     return results
 
 

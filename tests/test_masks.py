@@ -18,8 +18,8 @@ def test_masked_pixels_are_replaced_by_the_random_background(general_scene):
     sampler = RaySampler(scene, scene.split_indices("train"), torch.device("cpu"), Space())
     batch = sampler.sample(4096, 1.0, torch.Generator().manual_seed(0))
     images, _ = sampler.level(1.0)
-    alpha = images[:, 3].reshape(-1)
-    assert set(alpha.unique().tolist()) == {0.0, 1.0}  # the masks became the alpha channel
+    alpha = images[..., 3].reshape(-1)
+    assert set(alpha.unique().tolist()) == {0, 255}  # the masks became the alpha channel
     background = (batch["target"] - batch["background"]).abs().amax(-1) < 1e-6
     assert 0.3 < background.float().mean() < 0.7  # about half of each random mask is background
     assert scene.has_alpha and np.array_equal(scene.render_background, np.ones(3))

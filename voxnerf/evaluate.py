@@ -51,7 +51,7 @@ def render_view(model: Model, cameras: Cameras, index: int, background: np.ndarr
 
 def target_image(image: np.ndarray, background: np.ndarray) -> np.ndarray:
     """uint8 (H, W, 3|4) image -> float32 (H, W, 3) composited on `background` (3,)."""
-    t = premultiplied([image])[0].permute(1, 2, 0).numpy()
+    t = premultiplied(image).numpy()
     return t[..., :3] + (1 - t[..., 3:]) * np.asarray(background, np.float32)
 
 

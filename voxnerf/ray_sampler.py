@@ -11,20 +11,25 @@ from voxnerf.scene import Scene
 from voxnerf.space import Space
 
 
-def premultiplied(images: list[np.ndarray]) -> torch.Tensor:
-    """uint8 (H, W, 3|4) images -> (N, 4, H, W) float32 premultiplied RGB + alpha (alpha 1 where absent)."""
-    out = []
-    for im in images:
-        t = torch.from_numpy(im).float() / 255.0
-        if t.shape[-1] == 3:
-            t = torch.cat([t, torch.ones_like(t[..., :1])], -1)
-        t[..., :3] *= t[..., 3:]
-        out.append(t.permute(2, 0, 1))
-    return torch.stack(out)
+def premultiplied(image: np.ndarray) -> torch.Tensor:
+    """uint8 (H, W, 3|4) image -> (H, W, 4) float32 premultiplied RGB + alpha (alpha 1 where absent)."""
+    t = torch.from_numpy(image).float() / 255.0
+    if t.shape[-1] == 3:
+        t = torch.cat([t, torch.ones_like(t[..., :1])], -1)
+    t[..., :3] *= t[..., 3:]
+    return t
+
+
+def to_uint8(t: torch.Tensor) -> torch.Tensor:
+    """Float values in [0, 1] -> uint8, rounded."""
+    return (t * 255.0).round_().clamp_(0, 255).to(torch.uint8)
 
 
 class RaySampler:
     """Random rays from one split's images at a chosen scale, in the grid's unit box.
+
+    Images are held as premultiplied RGBA uint8, (K, h, w, 4) per scale, on the training device (a quarter of the
+    memory of float32) and turned into floats per batch, for the sampled pixels only.
 
     Args:
         scene: the scene (images loaded); all images of the split must share one size.
@@ -35,26 +40,38 @@ class RaySampler:
 
     def __init__(self, scene: Scene, indices: np.ndarray, device: torch.device, space: Space):
         self.device = device
+        self.scene, self.indices = scene, indices
         self.cameras = scene.cameras.subset(indices)
-        self.full = premultiplied([scene.rgba(i) for i in indices])
         self.center = torch.as_tensor(space.center, dtype=torch.float32, device=device)
         self.scale = space.scale
         self._levels: dict[float, tuple[torch.Tensor, dict[str, torch.Tensor]]] = {}
 
+    def _images(self, size: tuple[int, int]) -> torch.Tensor:
+        """(K, h, w, 4) uint8 premultiplied images resized to `size` (area average), built one image at a time
+        so that no float copy of the whole split is ever held."""
+        out = None
+        for k, i in enumerate(self.indices):
+            image = premultiplied(self.scene.rgba(i))
+            if tuple(image.shape[:2]) != size:
+                image = F.interpolate(image.permute(2, 0, 1)[None], size=size, mode="area")[0].permute(1, 2, 0)
+            if out is None:
+                out = torch.empty(len(self.indices), *size, 4, dtype=torch.uint8, device=self.device)
+            out[k] = to_uint8(image)
+        return out
+
     def level(self, scale: float) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Images (K, 4, h, w) resized by `scale` (area average) and their cameras as tensors on the device."""
+        """Images (K, h, w, 4) uint8 at `scale` and their cameras as tensors on the device."""
         if scale not in self._levels:
-            h, w = self.full.shape[-2:]
+            w, h = (int(v) for v in self.cameras.sizes[0])
             size = (max(1, round(h * scale)), max(1, round(w * scale)))
-            images = self.full if size == (h, w) else F.interpolate(self.full, size=size, mode="area")
             cams = self.cameras.scaled(size[1] / w)
             tensors = {
                 "c2w": torch.from_numpy(cams.c2w).float(),
                 "intrinsics": torch.from_numpy(cams.intrinsics).float(),
                 "distortion": torch.from_numpy(cams.distortion).float() if cams.distortion.any() else None,
             }
-            self._levels[scale] = (images.to(self.device), {k: v.to(self.device) if v is not None else None
-                                                            for k, v in tensors.items()})
+            self._levels[scale] = (self._images(size), {k: v.to(self.device) if v is not None else None
+                                                        for k, v in tensors.items()})
         return self._levels[scale]
 
     def sample(self, n: int, scale: float, generator: torch.Generator) -> dict[str, torch.Tensor]:
@@ -67,12 +84,12 @@ class RaySampler:
             so a ray that is not fully opaque is penalized: the field cannot fake dark colors with transparency.
         """
         images, cams = self.level(scale)
-        k, _, h, w = images.shape
+        k, h, w, _ = images.shape
         dev = generator.device
         img = torch.randint(0, k, (n,), generator=generator, device=dev).to(self.device)
         v = torch.randint(0, h, (n,), generator=generator, device=dev).to(self.device)
         u = torch.randint(0, w, (n,), generator=generator, device=dev).to(self.device)
-        rgba = images[img, :, v, u]
+        rgba = images[img, v, u].float() / 255.0
         uv = torch.stack([u, v], -1).float() + 0.5
         dist = cams["distortion"][img] if cams["distortion"] is not None else None
         origins, dirs = pixel_rays(cams["c2w"][img], cams["intrinsics"][img], dist, uv)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,7 +26,8 @@ class Scene:
         bbox: (2, 3) float64 min and max corner of the axis-aligned box of interest, world units.
         near, far: distance range along rays that holds the scene, world units.
         background: (3,) float RGB in [0, 1] that transparent pixels stand for, or None if images are opaque.
-        images: N uint8 arrays (H, W, 3 or 4), or None when loaded with `load_images=False`.
+        images: N uint8 arrays (H, W, 3 or 4), a list or files decoded on access (voxnerf.data.common.ImageFiles),
+            or None when loaded with `with_images=False`.
         masks: N bool arrays (H, W) of foreground, or None when the format has none.
         points: (P, 3) float64 sparse 3D points (e.g. from COLMAP), or None.
     """
@@ -39,7 +41,7 @@ class Scene:
     near: float
     far: float
     background: np.ndarray | None = None
-    images: list[np.ndarray] | None = None
+    images: Sequence[np.ndarray] | None = None
     masks: list[np.ndarray] | None = None
     points: np.ndarray | None = None
     extras: dict = field(default_factory=dict)

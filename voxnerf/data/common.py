@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import zipfile
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
 
 import imageio.v3 as iio
@@ -94,16 +95,29 @@ def check_pose(matrix, path: Path, what: str) -> np.ndarray:
     return m[:3]
 
 
-def load_images(paths: list[Path], with_images: bool) -> tuple[list[np.ndarray] | None, np.ndarray]:
-    """Read (or just measure) images.
+class ImageFiles(Sequence):
+    """Images decoded from their files when indexed (`read_image`), none held in memory: training copies its split
+    once into uint8 tensors on its device (voxnerf.ray_sampler) and scoring reads each test view when it scores it,
+    so a scene never holds every split decoded beside them (lego at 800x800: 1 GB)."""
+
+    def __init__(self, paths: list[Path]):
+        self.paths = list(paths)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        return read_image(self.paths[index])
+
+
+def load_images(paths: list[Path], with_images: bool) -> tuple[ImageFiles | None, np.ndarray]:
+    """Measure images (each must be readable) and give them as files decoded on access.
 
     Returns:
         the images (or None when `with_images` is False) and their (N, 2) width, height.
     """
-    if not with_images:
-        return None, np.array([image_size(p) for p in paths], np.int64).reshape(-1, 2)
-    images = [read_image(p) for p in paths]
-    return images, np.array([(im.shape[1], im.shape[0]) for im in images], np.int64).reshape(-1, 2)
+    sizes = np.array([image_size(p) for p in paths], np.int64).reshape(-1, 2)
+    return (ImageFiles(paths) if with_images else None), sizes
 
 
 def check_one_size(paths: list[Path], sizes: np.ndarray) -> None:
