@@ -59,7 +59,7 @@ def run_one(scene_name: str, fmt: str, budget: float, eval_at: list[float], thre
     scene_dir = root / f"{scene_name}_{fmt}"
     if not (scene_dir / "groundtruth.json").is_file():
         voxnerf_scenes.make_capture(scene_name, scene_dir, fmt, n_views=VIEWS, width=WIDTH)
-    preset, _ = preset_for(load_scene(scene_dir, with_images=False))
+    preset, _, _ = preset_for(load_scene(scene_dir, with_images=False))
     outcome = train_run(scene_dir, None, root / f"run_{scene_name}_{fmt}", overwrite=True, device="cpu",
                         sets=CPU_OVERRIDES + extra, max_time=budget, max_steps=10**9, threads=threads,
                         eval_at=tuple(eval_at), quiet=True)

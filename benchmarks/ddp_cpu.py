@@ -1,6 +1,6 @@
 """Two processes x 1 thread against one process x 2 threads on lego_100 (CPU, gloo), for the same time budget.
 
-Each configuration trains with `voxnerf train` (configs/fast-cpu.yaml, --max-time BUDGET) and scores the test
+Each configuration trains with `voxnerf train` (configs/cpu.yaml, --max-time BUDGET) and scores the test
 views at a few training times (--eval-at; evaluation time is not counted). The script prints a Markdown table
 of test PSNR against training time, steps, rays/s and the time each run took to reach the PSNR both reach, and
 writes the numbers to OUT/ddp_cpu.json.
@@ -42,7 +42,7 @@ def train(name: str, options: list[str], args: argparse.Namespace) -> dict:
     """One `voxnerf train` run; its snapshots, final scores, steps and mean rays/s."""
     out = args.out / name.replace(" ", "")
     times = eval_times(args.budget, args.points)
-    command = [sys.executable, "-m", "voxnerf", "train", str(args.scene), "--config", "fast-cpu", "--out", str(out),
+    command = [sys.executable, "-m", "voxnerf", "train", str(args.scene), "--config", "cpu", "--out", str(out),
                "--overwrite", "--quiet", "--device", "cpu", "--max-time", str(args.budget),
                "--eval-at", ",".join(map(str, times[:-1])), "--set", f"eval_every_view={args.every}", *options]
     start = time.perf_counter()
@@ -94,7 +94,7 @@ def main() -> None:
     machine = {"cpus": os.cpu_count(), "torch": torch.__version__}
     (args.out / "ddp_cpu.json").write_text(json.dumps({"budget_s": args.budget, "machine": machine, "runs": runs},
                                                       indent=2))
-    print(f"lego_100, configs/fast-cpu.yaml, {args.budget:g} s of training each, test PSNR (dB) at training time:\n")
+    print(f"lego_100, configs/cpu.yaml, {args.budget:g} s of training each, test PSNR (dB) at training time:\n")
     print(table(runs))
     print(f"\nnumbers in {args.out / 'ddp_cpu.json'}")
 

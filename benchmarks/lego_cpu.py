@@ -8,9 +8,9 @@ not counted. Prints a Markdown table and writes JSON next to it.
     python benchmarks/lego_cpu.py --ablations --budget 120 # progressive on/off, bf16 vs fp32, checkpointing
     python benchmarks/lego_cpu.py --baseline HEAD~3 --repeats 2 --budget 120   # before/after, alternating runs
 
-With --baseline, the revision is checked out into a temporary git worktree and its own code and fast-cpu preset
-train in alternation with the working tree's (baseline, current, baseline, current, ...), so that both see the
-same machine; the table then has one row per run and the medians.
+With --baseline, the revision is checked out into a temporary git worktree and its code trains with the working
+tree's preset, in alternation with the working tree's code (baseline, current, baseline, current, ...), so that
+both see the same machine and the same options; the table then has one row per run and the medians.
 """
 
 from __future__ import annotations
@@ -78,8 +78,7 @@ def run_variant(config: str, budget: float, eval_at: list[float], overrides: lis
 def spawn_variant(args, name: str, overrides: list[str], code: Path = REPO) -> dict:
     """Train one variant in a child process, with the voxnerf package and configs of the checkout `code`."""
     out = Path(args.out) / name.replace(" ", "_").replace("(", "").replace(")", "")
-    config = args.config if code == REPO else str(code / "configs" / Path(args.config).name)
-    cmd = [sys.executable, __file__, "--single", "--config", config, "--budget", str(args.budget),
+    cmd = [sys.executable, __file__, "--single", "--config", args.config, "--budget", str(args.budget),
            "--eval-at", ",".join(str(t) for t in args.eval_at), "--threads", str(args.threads), "--out", str(out)]
     for o in overrides:
         cmd += ["--set", o]
@@ -120,7 +119,7 @@ def table(results: dict[str, dict], eval_at: list[float]) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--config", default=str(REPO / "configs" / "fast-cpu.yaml"))
+    p.add_argument("--config", default=str(REPO / "configs" / "cpu.yaml"))
     p.add_argument("--budget", type=float, default=300.0, help="training seconds per variant")
     p.add_argument("--eval-at", type=lambda s: [float(t) for t in s.split(",")], default=[60.0, 120.0, 300.0])
     p.add_argument("--threads", type=int, default=2)

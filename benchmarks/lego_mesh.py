@@ -1,7 +1,7 @@
 """The lego_100 mesh figure (docs/export_lego.png) and its numbers: density meshes at the fixed and the automatic
 level, scored against the scene's test views.
 
-    voxnerf train ../shared/data/nerf_synthetic/lego_100 --config fast-cpu --max-time 300 --out runs/lego
+    voxnerf train ../shared/data/nerf_synthetic/lego_100 --config cpu --max-time 300 --out runs/lego
     python benchmarks/lego_mesh.py runs/lego --png docs/export_lego.png
 
 For each level it prints the mesh's vertex and face counts, its topology (connected components, boundary and

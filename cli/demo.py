@@ -41,18 +41,18 @@ def export_step(run_dir: Path) -> None:
 def demo(
     out: Path = typer.Option(Path("runs/demo"), help="Folder for the scene (OUT/scene) and the run (OUT/run)."),
     scene: str = typer.Option("sphere", help="Toy scene: " + ", ".join(voxnerf_scenes.SCENES) + "."),
-    max_time: float = typer.Option(None, help="Seconds of training (default: the fast-cpu preset's budget)."),
+    max_time: float = typer.Option(60.0, help="Seconds of training."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
     threads: int = typer.Option(None, help="torch CPU threads (default: torch's choice)."),
 ) -> None:
-    """Make a toy scene, train on it with configs/fast-cpu.yaml, score, render and export it; prints the paths."""
+    """Make a toy scene, train on it with configs/cpu.yaml (a minute), score, render and export it; prints the paths."""
     if scene not in voxnerf_scenes.SCENES:
         raise VoxnerfError(f"--scene {scene}: unknown toy scene (known: {', '.join(voxnerf_scenes.SCENES)})")
     stage(1, f"rendering the toy scene '{scene}' (ground truth) into {out / 'scene'}")
     scene_dir = voxnerf_scenes.make_scene(scene, out / "scene", n_train=60, n_val=5, n_test=10, size=64,
                                           n_samples=256, progress=True)
-    stage(2, f"training with {preset_path('fast-cpu')}")
-    outcome = train_run(scene_dir, preset_path("fast-cpu"), out / "run", device=device, overwrite=True,
+    stage(2, f"training with {preset_path('cpu')}")
+    outcome = train_run(scene_dir, preset_path("cpu"), out / "run", device=device, overwrite=True,
                         max_time=max_time, threads=threads)
     if outcome.interrupted:
         typer.echo(f"interrupted; checkpoint saved to {outcome.checkpoint} (continue with "

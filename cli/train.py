@@ -30,8 +30,9 @@ def print_outcome(outcome: TrainOutcome) -> None:
 def train(
     scene: Path = typer.Argument(..., help="Scene folder (any supported format, see `voxnerf info`)."),
     config: Path = typer.Option(None, help="YAML preset or its name (blender, object-masked, llff, 360, "
-                                           "fast-cpu). Default: picked from the scene's layout (see `voxnerf "
-                                           "info`); the run's own config.yaml with --resume."),
+                                           "cpu). Default: picked from the scene's layout (see `voxnerf info`), "
+                                           "with configs/cpu.yaml over it on a CPU; the run's own config.yaml "
+                                           "with --resume."),
     out: Path = typer.Option(None, help="Run folder. Default: runs/<scene folder name>."),
     max_steps: int = typer.Option(None, help="Stop after this many steps (overrides the config)."),
     max_time: float = typer.Option(None, help="Stop after this many seconds of training (overrides the config)."),
@@ -81,8 +82,9 @@ def _profile(scene_dir: Path, config: Path | None, out: Path, device: str, resum
     """`train --profile`: a profiler trace of a few steps (of a resumed run with --resume); writes no checkpoint."""
     if resume:
         check_out(out, resume=True, overwrite=False)
-    scene, cfg = prepare(scene_dir, config, out, resume, sets, threads=threads, say=typer.echo)
-    trainer = Trainer(scene, cfg, out, resolve_device(device), resume=resume, quiet=True)
+    device = resolve_device(device)
+    scene, cfg = prepare(scene_dir, config, out, resume, sets, threads=threads, device=device, say=typer.echo)
+    trainer = Trainer(scene, cfg, out, device, resume=resume, quiet=True)
     table = profile_steps(trainer, out / "profile.json")
     if not quiet:
         typer.echo(table)

@@ -48,3 +48,21 @@ def test_moving_a_model_leaves_no_tensor_behind():
         left = [p for p, t in tensors_in(model) if t.device.type != "meta"]
         assert not left, f"left on the CPU after .to('meta'): {left}"
         assert isinstance(model, nn.Module) and model.estimator.bbox.device.type == "meta"
+
+
+def test_the_preset_follows_the_device(general_scene, tmp_path):
+    """A plain `voxnerf train` sizes the run for where it trains: the layout's preset on CUDA (2^18 samples per step,
+    a grid up to 256^3, fp16 autocast), with configs/cpu.yaml over it on a CPU."""
+    from voxnerf.device import amp_dtype_for
+    from voxnerf.session import build_config, default_config
+
+    said = []
+    gpu_path, gpu_overlays = default_config(general_scene, tmp_path, False, torch.device("cuda"), said.append)
+    gpu = build_config(gpu_path, [], None, None, None, gpu_overlays)
+    assert gpu.optim.target_samples >= 2**18 and gpu.levels[-1].resolution >= 256
+    assert amp_dtype_for(gpu.precision, torch.device("cuda")) == torch.float16
+    cpu_path, cpu_overlays = default_config(general_scene, tmp_path, False, torch.device("cpu"), said.append)
+    cpu = build_config(cpu_path, [], None, None, None, cpu_overlays)
+    assert cpu_path == gpu_path and [p.name for p in cpu_overlays] == ["cpu.yaml"]
+    assert cpu.optim.target_samples <= 2**16 and cpu.levels[-1].resolution == 128 and cpu.max_time > 0
+    assert "cpu.yaml" in said[1] and "cpu.yaml" not in said[0]

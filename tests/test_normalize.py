@@ -35,7 +35,7 @@ def test_each_capture_gets_the_preset_and_space_of_its_layout(captures, key, pre
     from voxnerf.config import load_config
     from voxnerf.session import preset_path
 
-    name, _ = preset_for(captures[key])
+    name, _, _ = preset_for(captures[key])
     assert name == preset
     assert load_config(preset_path(name)).space == kind
 

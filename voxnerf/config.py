@@ -39,9 +39,9 @@ class OptimConfig:
     lr_grid: float = 0.1  # Adam learning rate of the grid's density and features
     lr_decoder: float = 1e-3  # Adam learning rate of the color MLP
     lr_final_ratio: float = 0.1  # learning rates decay exponentially to this fraction at the end
-    target_samples: int = 1 << 17  # samples per step; the ray batch is resized toward it
+    target_samples: int = 1 << 18  # samples per step; the ray batch is resized toward it (GPU-sized; configs/cpu.yaml)
     min_rays: int = 1024
-    max_rays: int = 8192
+    max_rays: int = 65536
     entropy_weight: float = 1e-3  # binary-entropy penalty on ray opacity: no haze in front of the background (DVGO)
     sparsity_weight: float = 0.0  # L1 penalty on sample opacity (pushes empty space to zero density; erodes thin parts)
     distortion_weight: float = 0.0  # Mip-NeRF 360 distortion loss per ray: weight in one stretch (floaters, haze)
@@ -133,17 +133,22 @@ def parse_override(text: str) -> dict:
     return out
 
 
+def read_preset(path: Path) -> dict:
+    """A YAML preset's options as a dict (a missing or malformed file is a VoxnerfError naming it)."""
+    if not path.is_file():
+        raise VoxnerfError(f"{path}: config file not found")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise VoxnerfError(f"{path}: malformed YAML ({str(e).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise VoxnerfError(f"{path}: expected a mapping of options, got {type(data).__name__}")
+    return data
+
+
 def load_config(path: str | Path | None = None, overrides: list[dict] | None = None) -> TrainConfig:
     """A TrainConfig from defaults, then a YAML preset, then override dicts (later wins)."""
-    data: dict = {}
-    if path is not None:
-        path = Path(path)
-        if not path.is_file():
-            raise VoxnerfError(f"{path}: config file not found")
-        try:
-            data = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as e:
-            raise VoxnerfError(f"{path}: malformed YAML ({str(e).splitlines()[0]})") from None
+    data = read_preset(Path(path)) if path is not None else {}
     for o in overrides or []:
         data = _merge(data, o)
     where = str(path) if path else "config"

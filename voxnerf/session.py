@@ -14,7 +14,7 @@ from typing import Callable
 import torch
 
 from voxnerf.checkpoint import CHECKPOINT
-from voxnerf.config import TrainConfig, load_config, parse_override
+from voxnerf.config import TrainConfig, load_config, parse_override, read_preset
 from voxnerf.data import load_scene
 from voxnerf.device import resolve_device
 from voxnerf.distributed import dump_rank_state, world_from_env
@@ -61,26 +61,36 @@ def preset_path(name_or_path: str | Path) -> Path:
     return Path(text)
 
 
-def default_config(scene: Scene, out: Path, resume: bool, say: Callable[[str], None] = silent) -> Path:
-    """The run's own config.yaml when resuming; else the preset for the scene's layout (see `preset_for`), which
-    is told to `say`."""
+CPU_OVERLAY = "cpu"  # configs/cpu.yaml: the CPU sizing applied over a layout's preset
+
+
+def default_config(scene: Scene, out: Path, resume: bool, device: torch.device,
+                   say: Callable[[str], None] = silent) -> tuple[Path, list[Path]]:
+    """The run's own config.yaml when resuming; else the preset for the scene's layout and the device (see
+    `preset_for`), which is told to `say`. Returns the preset and the overlays applied over it, in order."""
     if resume and (out / "config.yaml").is_file():
-        return out / "config.yaml"
-    name, why = preset_for(scene)
-    say(f"preset      configs/{name}.yaml ({why}; --config to choose another)")
-    return preset_path(name)
+        return out / "config.yaml", []
+    name, overlays, why = preset_for(scene, device)
+    shown = " + ".join(f"configs/{n}.yaml" for n in (name, *overlays))
+    say(f"preset      {shown} ({why}; --config to choose another)")
+    return preset_path(name), [preset_path(o) for o in overlays]
 
 
-def preset_for(scene: Scene) -> tuple[str, str]:
-    """The preset name for a scene and the reason, from its detected layout (voxnerf.layout)."""
+def preset_for(scene: Scene, device: torch.device = torch.device("cpu")) -> tuple[str, list[str], str]:
+    """The preset for a scene's detected layout (voxnerf.layout), the overlays for the device (configs/cpu.yaml on a
+    CPU: the layout presets are sized for a GPU), and the reason."""
     layout = detect_layout(scene)
     if layout == "forward":
-        return "llff", "forward-facing cameras"
-    if layout == "unbounded":
-        return "360", "cameras around an unbounded scene"
-    if scene.masks is not None and scene.background is None:
-        return "object-masked", "object capture with masks"
-    return "blender", "object capture with a transparent background"
+        name, why = "llff", "forward-facing cameras"
+    elif layout == "unbounded":
+        name, why = "360", "cameras around an unbounded scene"
+    elif scene.masks is not None and scene.background is None:
+        name, why = "object-masked", "object capture with masks"
+    else:
+        name, why = "blender", "object capture with a transparent background"
+    if device.type == "cpu":
+        return name, [CPU_OVERLAY], f"{why}; on a CPU: smaller batches, grid up to 128^3, a 300 s budget"
+    return name, [], f"{why}; on {device.type.upper()}: 262k samples per step, grid up to 256^3"
 
 
 def parse_times(text: str | None) -> tuple[float, ...]:
@@ -113,9 +123,9 @@ def parse_set(text: str) -> dict:
 
 
 def build_config(path: Path, sets: list[str], max_steps: int | None, max_time: float | None,
-                 threads: int | None) -> TrainConfig:
-    """Preset, then --set overrides, then the explicit flags (later wins)."""
-    overrides = [parse_set(s) for s in sets]
+                 threads: int | None, overlays: list[Path] = ()) -> TrainConfig:
+    """Preset, then its overlays (presets too), then --set overrides, then the explicit flags (later wins)."""
+    overrides = [read_preset(p) for p in overlays] + [parse_set(s) for s in sets]
     flags = {"max_steps": max_steps, "max_time": max_time, "threads": threads}
     overrides.append({k: v for k, v in flags.items() if v is not None})
     cfg = load_config(path, overrides)
@@ -151,12 +161,13 @@ def profile_steps(trainer: Trainer, path: Path, steps: int = 10, warmup: int = 3
 
 def prepare(scene_dir: Path, config: Path | None, out: Path, resume: bool, sets: list[str],
             max_steps: int | None = None, max_time: float | None = None, threads: int | None = None,
+            device: torch.device = torch.device("cpu"),
             say: Callable[[str], None] = silent) -> tuple[Scene, TrainConfig]:
     """The scene (from its absolute path, so the run records where it lives) and the run's configuration (the
-    preset picked for the scene is told to `say`)."""
+    preset picked for the scene and the device is told to `say`)."""
     scene = load_scene(Path(scene_dir).resolve())
-    path = preset_path(config) if config else default_config(scene, out, resume, say)
-    cfg = build_config(path, list(sets), max_steps, max_time, threads)
+    path, overlays = (preset_path(config), []) if config else default_config(scene, out, resume, device, say)
+    cfg = build_config(path, list(sets), max_steps, max_time, threads, overlays)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     return scene, cfg
@@ -173,8 +184,9 @@ def train_run(scene_dir: Path, config: Path | None, out: Path, *, device: str = 
     """
     out = Path(out)
     check_out(out, resume, overwrite)
-    scene, cfg = prepare(scene_dir, config, out, resume, list(sets), max_steps, max_time, threads, say)
-    with world_from_env(resolve_device(device)) as world:
+    device = resolve_device(device)
+    scene, cfg = prepare(scene_dir, config, out, resume, list(sets), max_steps, max_time, threads, device, say)
+    with world_from_env(device) as world:
         trainer = Trainer(scene, cfg, out, world.device, resume=resume, init=init, eval_at=eval_at, quiet=quiet,
                           world=world)
         world.copy_from_main(trainer.model)
