@@ -82,9 +82,13 @@ def test_both_ranks_end_with_identical_parameters_and_topology(two_process_run: 
     assert_same_model(checkpoint["model"], rank0)
 
 
-def test_two_processes_reach_the_quality_of_one_with_the_same_rays_per_step(two_process_run: Path, workdir: Path,
-                                                                           scene_dir: Path):
-    result = voxnerf("train", scene_dir, "--out", "one", "--threads", "1", "--max-steps", STEPS, *TINY, cwd=workdir)
+def test_two_processes_reach_the_quality_of_one_training_on_their_global_batch(two_process_run: Path,
+                                                                             workdir: Path, scene_dir: Path):
+    """Each rank draws a full batch, so two ranks step on twice the rays of one: a single process given that
+    global batch reaches the same quality."""
+    doubled = ["--set", "optim.target_samples=32768", "--set", "optim.min_rays=512", "--set", "optim.max_rays=4096"]
+    result = voxnerf("train", scene_dir, "--out", "one", "--threads", "1", "--max-steps", STEPS, *TINY, *doubled,
+                     cwd=workdir)
     assert result.returncode == 0, result.stderr
     one, two = psnr_of(workdir / "one"), psnr_of(two_process_run)
     assert one > 25 and abs(one - two) < 0.5, (one, two)
@@ -118,10 +122,37 @@ def test_a_worker_that_dies_or_hangs_ends_the_job_with_a_clear_message(fault, wo
     assert time.monotonic() - start < 60
 
 
-def test_ray_shares_differ_by_at_most_one_and_add_up_to_the_batch():
-    for size in (1, 2, 3, 8):
-        shares = [World(rank=r, size=size).share(1000) for r in range(size)]
-        assert sum(shares) == 1000 and max(shares) - min(shares) <= 1
+def gradients_on_rank(out: Path) -> int:
+    """Rank body of the row-sparse all-reduce test: rank r touches rows r, r + 2, r + 4, ... of a large table and
+    row 1 of both; rank 1 leaves one small parameter without gradient. Saves the reduced gradients."""
+    from voxnerf.distributed import SPARSE_ROWS, world_from_env
+
+    with world_from_env(torch.device("cpu")) as world:
+        table = torch.zeros(SPARSE_ROWS + 10, 3, requires_grad=True)
+        small, unused = torch.zeros(4, requires_grad=True), torch.zeros(2, requires_grad=True)
+        rows = torch.arange(world.rank, 40, 2)
+        table.grad = torch.zeros_like(table).index_fill_(0, rows, 1.0 + world.rank)
+        table.grad[1] += 10.0
+        small.grad = torch.full((4,), float(world.rank))
+        unused.grad = torch.ones(2) if world.rank == 0 else None
+        world.all_reduce_gradients([table, small, unused])
+        torch.save({"table": table.grad, "small": small.grad, "unused": unused.grad}, out / f"rank{world.rank}.pt")
+    return 0
+
+
+def test_the_gradient_all_reduce_sends_touched_rows_and_gives_the_mean(tmp_path):
+    from voxnerf.distributed import launch_local
+
+    assert launch_local(2, gradients_on_rank, tmp_path) == 0
+    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
+    expected = torch.zeros(ranks[0]["table"].shape)
+    expected[0:40:2] += 1.0 / 2
+    expected[1:40:2] += 2.0 / 2
+    expected[1] += 10.0
+    for got in ranks:
+        assert torch.equal(got["table"], expected)
+        assert torch.equal(got["small"], torch.full((4,), 0.5))
+        assert torch.equal(got["unused"], torch.full((2,), 0.5))  # a gradient on one rank: the mean with zeros
 
 
 def draws(generator: torch.Generator) -> list[int]:

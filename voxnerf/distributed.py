@@ -53,6 +53,9 @@ def choose_backend(device: torch.device, local_world_size: int) -> str:
     return "gloo"
 
 
+SPARSE_ROWS = 1 << 16  # parameters with this many rows or more are all-reduced row-sparse
+
+
 @dataclass
 class World:
     """This process's place in the job and the collectives over all ranks; the defaults are the single process.
@@ -83,10 +86,6 @@ class World:
         return self.device if self.backend == "nccl" else torch.device("cpu")
 
     # ---- what each rank does alone ------------------------------------------------------------------------
-    def share(self, total: int) -> int:
-        """This rank's part of `total` rays: the parts differ by at most one and add up to `total`."""
-        return total // self.size + (self.rank < total % self.size)
-
     def generator(self, seed: int, state: torch.Tensor | None = None, step: int = 0,
                   device: torch.device | str = "cpu") -> torch.Generator:
         """This rank's random stream (rays, jitter) on `device`, different on every rank.
@@ -104,7 +103,12 @@ class World:
 
     # ---- collectives --------------------------------------------------------------------------------------
     def all_reduce_gradients(self, parameters) -> None:
-        """Replace every parameter's .grad by its mean over the ranks (one flat all-reduce).
+        """Replace every parameter's .grad by its mean over the ranks.
+
+        Small parameters (the MLP) go in one flat all-reduce. Row tables of SPARSE_ROWS rows or more (the grid's
+        density and features) send only the rows some rank touched: a one-byte-per-row MAX all-reduce of the
+        touched rows, then an all-reduce of those rows' gradients; the untouched rows are zero on every rank. A
+        step's rays reach a small part of the grid, so this moves a fraction of the table (issue 12).
 
         A parameter without a gradient on every rank keeps none (as a single process leaves it to Adam); one that
         has a gradient somewhere gets the mean with zeros for the ranks that have none. Under a GradScaler call it
@@ -115,15 +119,32 @@ class World:
             return
         params = list(parameters)
         has = torch.tensor([p.grad is not None for p in params], dtype=torch.float32)
-        grads = [(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1).float() for p in params]
-        flat = torch.cat([has.to(self.comm_device)] + [g.to(self.comm_device) for g in grads])
+        for p in params:
+            p.grad = torch.zeros_like(p) if p.grad is None else p.grad.contiguous()
+        tables = [p for p in params if p.dim() >= 1 and len(p) >= SPARSE_ROWS]
+        small = [p for p in params if all(p is not t for t in tables)]
+        flat = torch.cat([has.to(self.comm_device)] + [p.grad.reshape(-1).float().to(self.comm_device) for p in small])
         self._run("gradient all-reduce", dist.all_reduce, flat)
         flat /= self.size
         offset = len(params)
-        for p, present in zip(params, (flat[:len(params)] > 0).tolist()):
-            chunk = flat[offset:offset + p.numel()]
+        for p in small:
+            p.grad = flat[offset:offset + p.numel()].view_as(p).to(p.device, p.dtype)
             offset += p.numel()
-            p.grad = chunk.view_as(p).to(p.device, p.dtype) if present else None
+        for p in tables:
+            self._all_reduce_rows(p)
+        for p, present in zip(params, (flat[:len(params)] > 0).tolist()):
+            if not present:
+                p.grad = None
+
+    def _all_reduce_rows(self, p: torch.Tensor) -> None:
+        """p.grad (V, ...) averaged over the ranks, sending only the rows that some rank touched."""
+        rows = p.grad.reshape(len(p), -1)
+        touched = rows.ne(0).any(1).to(torch.uint8).to(self.comm_device)
+        self._run("touched-row all-reduce (MAX)", dist.all_reduce, touched, op=dist.ReduceOp.MAX)
+        index = torch.nonzero(touched).squeeze(-1).to(p.device)
+        values = rows.index_select(0, index).float().to(self.comm_device)
+        self._run("gradient all-reduce of touched rows", dist.all_reduce, values)
+        rows.index_copy_(0, index, (values / self.size).to(p.device, p.dtype))
 
     def sum(self, value: float) -> float:
         """`value` summed over the ranks."""

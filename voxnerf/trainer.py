@@ -127,12 +127,16 @@ class Trainer:
 
     # ---- one step -------------------------------------------------------------------------------------------
     def train_step(self) -> dict:
-        """One optimizer step on a fresh ray batch (this rank's share of n_rays); returns its statistics."""
+        """One optimizer step on a fresh batch of n_rays rays per rank; returns its statistics.
+
+        Every rank draws its own full batch (the global batch grows with the ranks, as in data-parallel training of
+        peers), and the learning rates stay as configured: Adam divides each step by the gradient's running RMS, so a
+        mean over more rays changes the noise of a step, not its size."""
         progress = self.progress()
         level = self.strategy.level(progress)
         self._set_learning_rates(progress)
-        n_total = self.n_rays
-        batch = self.sampler.sample(self.world.share(n_total), level.image_scale, self.generator)
+        n_total = self.n_rays * self.world.size
+        batch = self.sampler.sample(self.n_rays, level.image_scale, self.generator)
         result = render_rays(self.model, batch["origins"], batch["dirs"], batch["background"],
                              self._render_config(), self.generator, self.amp_dtype,
                              with_distortion=self.cfg.optim.distortion_weight > 0)
