@@ -1,6 +1,7 @@
 """Device moves: a model moved to another device (the meta device stands in for CUDA) keeps no tensor behind, in
 its parameters, buffers or any attribute (index tables, cached layouts, bounding boxes)."""
 
+import pytest
 import torch
 from torch import nn
 
@@ -25,7 +26,7 @@ def tensors_in(obj, path: str = "model", seen: set | None = None):
     elif isinstance(obj, (list, tuple)):
         for i, v in enumerate(obj):
             yield from tensors_in(v, f"{path}[{i}]", seen)
-    elif hasattr(obj, "__dict__") and type(obj).__module__.startswith(("voxnerf", "torch.nn")):
+    elif hasattr(obj, "__dict__") and type(obj).__module__.startswith(("voxnerf", "torch.nn", "torch.optim", "torch.amp")):
         for k, v in vars(obj).items():
             yield from tensors_in(v, f"{path}.{k}", seen)
 
@@ -66,3 +67,90 @@ def test_the_preset_follows_the_device(general_scene, tmp_path):
     assert cpu_path == gpu_path and [p.name for p in cpu_overlays] == ["cpu.yaml"]
     assert cpu.optim.target_samples <= 2**16 and cpu.levels[-1].resolution == 128 and cpu.max_time > 0
     assert "cpu.yaml" in said[1] and "cpu.yaml" not in said[0]
+
+
+TOY = {"levels": [{"until": 1.0, "resolution": 32, "image_scale": 1.0}], "occupancy": {"warmup_steps": 2},
+       "optim": {"target_samples": 4096, "min_rays": 128, "max_rays": 512}, "max_steps": 100, "threads": 2}
+
+
+@pytest.fixture(scope="module")
+def sphere(tmp_path_factory):
+    import voxnerf_scenes
+
+    return voxnerf_scenes.make_scene("sphere", tmp_path_factory.mktemp("device") / "sphere", n_train=8, n_val=1,
+                                     n_test=1, size=24, n_samples=32)
+
+
+def trained_for(trainer, steps: int):
+    for _ in range(steps):
+        trainer.train_step()
+        trainer.step += 1
+    trainer.checkpoint()
+    return trainer
+
+
+def test_a_checkpoint_written_on_the_cpu_resumes_on_another_device_with_nothing_left_behind(sphere, tmp_path,
+                                                                                         monkeypatch):
+    """Resume on the meta device (the stand-in for CUDA): the model, the optimizer's moments, the training images
+    and cameras all land there. A random stream cannot live on the meta device: the stand-in keeps it on the CPU,
+    and a stream saved on another kind of device restarts fresh (CPU and CUDA generator states differ)."""
+    from voxnerf.config import load_config
+    from voxnerf.data import load_scene
+    from voxnerf.distributed import World
+    from voxnerf.trainer import Trainer
+
+    scene, cfg = load_scene(sphere), load_config(None, [TOY])
+    trained_for(Trainer(scene, cfg, tmp_path, torch.device("cpu"), quiet=True), 3)
+    generator = World.generator
+    monkeypatch.setattr(World, "generator", lambda self, seed, state=None, step=0, device="cpu":
+                        generator(self, seed, state, step, "cpu" if str(device) == "meta" else device))
+    resumed = Trainer(scene, cfg, tmp_path, torch.device("meta"), resume=True, quiet=True)
+    resumed.sampler.level(1.0)
+    found = list(tensors_in(resumed, "trainer"))
+    assert any("optimizer.state" in p for p, _ in found) and any("sampler._levels" in p for p, _ in found)
+    left = [p for p, t in found if t.device.type != "meta"]
+    assert not left, f"left off the device after resuming: {left}"
+    assert resumed.step == 3
+
+
+def test_the_loss_scale_of_an_fp16_run_survives_a_resume(sphere, tmp_path, monkeypatch):
+    """The GradScaler's scale and growth tracker are in the checkpoint (a resumed fp16 run would otherwise restart
+    at scale 65536 and skip steps finding it again). Checked with torch's CPU GradScaler standing in for CUDA's."""
+    from voxnerf import trainer as trainer_module
+    from voxnerf.config import load_config
+    from voxnerf.data import load_scene
+
+    scaler = torch.amp.GradScaler
+    monkeypatch.setattr(torch.amp, "GradScaler",
+                        lambda device, enabled: scaler("cpu", init_scale=1024.0, growth_interval=3))
+    scene, cfg = load_scene(sphere), load_config(None, [TOY])
+    first = trained_for(trainer_module.Trainer(scene, cfg, tmp_path, torch.device("cpu"), quiet=True), 4)
+    saved = first.scaler.state_dict()
+    assert saved["scale"] == 2048.0 and saved["_growth_tracker"] == 1  # grew once after 3 steps, then 1 more
+    resumed = trainer_module.Trainer(scene, cfg, tmp_path, torch.device("cpu"), resume=True, quiet=True)
+    assert resumed.scaler.state_dict() == saved
+
+
+def test_custom_autograd_functions_follow_autocast():
+    """Every torch.autograd.Function in voxnerf declares how it runs under autocast (custom_fwd / custom_bwd), and
+    the torch floor in pyproject is the release whose APIs the code uses (torch.amp.custom_fwd, fused CPU Adam)."""
+    import importlib
+    import pkgutil
+    import re
+    from pathlib import Path
+
+    import voxnerf
+
+    functions = set()
+    for info in pkgutil.walk_packages(voxnerf.__path__, "voxnerf."):
+        if info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        functions |= {v for v in vars(module).values()
+                      if isinstance(v, type) and issubclass(v, torch.autograd.Function) and v.__module__ == info.name}
+    assert functions, "no custom autograd Function found (the walk is broken)"
+    for fn in functions:
+        assert hasattr(fn.forward, "__wrapped__") and hasattr(fn.backward, "__wrapped__"), fn
+    pyproject = (Path(voxnerf.__file__).parents[1] / "pyproject.toml").read_text()
+    floor = tuple(int(x) for x in re.search(r'"torch>=(\d+)\.(\d+)', pyproject).groups())
+    assert floor >= (2, 4)

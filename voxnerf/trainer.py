@@ -64,7 +64,7 @@ class Trainer:
         self.model.to(device)
         self.optimizer = self._make_optimizer()
         if resume:
-            self._restore(load_checkpoint(self.out / CHECKPOINT, device))
+            self._restore(load_checkpoint(self.out / CHECKPOINT, "cpu"))  # moved to the device piece by piece
         self.sampler = RaySampler(scene, scene.split_indices("train"), device, self.model.space)
 
     # ---- setup ----------------------------------------------------------------------------------------------
