@@ -34,9 +34,11 @@ def eval_command(
     every: int = typer.Option(1, min=1, help="Score every k-th view of the split."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
     scene: Path = typer.Option(None, help="Scene folder, when it moved since training (default: the recorded one)."),
+    downscale: int = typer.Option(None, min=1, help="Score on images this many times smaller (default: the "
+                                                    "training's)."),
 ) -> None:
     """Render the split's views and score them; writes RUN/eval.json (eval_SPLIT.json for other splits)."""
-    loaded = load_run(run, resolve_device(device), scene)
+    loaded = load_run(run, resolve_device(device), scene, downscale)
     result = loaded.evaluate(split=split, every=every)
     path = write_scores(result, loaded.path)
     print_scores(result)

@@ -23,11 +23,13 @@ BOX_EDGES = [(k, k | bit) for k in range(8) for bit in (1, 2, 4) if not k & bit]
 def info(
     scene: Path = typer.Argument(..., help="Scene folder (any supported format)."),
     plot: Path = typer.Option(None, help="Also draw a top view of the cameras, box and near/far into this PNG."),
+    downscale: int = typer.Option(1, min=1, help="Describe the scene as `train --downscale N` would read it."),
+    format: str = typer.Option(None, "--format", help="Read SCENE as this format (default: detected)."),
 ) -> None:
     """Print the detected format and layout, views per split, resolution, intrinsics and bounds."""
     if plot is not None and plot.suffix.lower() not in PLOT_SUFFIXES:
         raise VoxnerfError(f"--plot {plot}: expected a file name ending in {', '.join(PLOT_SUFFIXES)}")
-    loaded = load_scene(scene, with_images=False)
+    loaded = load_scene(scene, with_images=False, downscale=downscale, format=format)
     layout = detect_layout(loaded)
     s = loaded.summary()
     fx = s["intrinsics[0]"]
@@ -45,7 +47,10 @@ def info(
     typer.echo(f"near / far  {s['near']:.3f} / {s['far']:.3f}")
     bg = s["background"]
     typer.echo(f"background  {'opaque images' if bg is None else tuple(round(c, 3) for c in bg)}")
-    typer.echo(f"masks       {'yes' if s['masks'] else 'no'}   sparse points  {s['points']}")
+    mask_paths = loaded.extras.get("mask_paths")
+    masks = f"yes ({len(mask_paths)} in {mask_paths[0].parent.name}/: the alpha of their images)" if mask_paths \
+        else ("yes" if s["masks"] else "no")
+    typer.echo(f"masks       {masks}   sparse points  {s['points']}")
     if plot is not None:
         typer.echo(f"top view    {plot_top_view(loaded, layout, plot)}")
 

@@ -18,9 +18,11 @@ def render(
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
     scene: Path = typer.Option(None, help="Scene folder, when it moved since training (default: the recorded one)."),
     quiet: bool = typer.Option(False, help="No progress bar."),
+    downscale: int = typer.Option(None, min=1, help="Render views this many times smaller than the images (default: "
+                                                    "the training's)."),
 ) -> None:
     """Write the split's views as PNGs (color and depth) and an orbit MP4 around the scene."""
-    print_rendered(render_run(run, split, out, video, frames, device, scene, quiet))
+    print_rendered(render_run(run, split, out, video, frames, device, scene, quiet, downscale))
 
 
 def print_rendered(result: Rendered) -> None:

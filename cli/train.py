@@ -48,13 +48,18 @@ def train(
     profile: bool = typer.Option(False, help="Profile 10 steps into OUT/profile.json (Chrome trace) and stop "
                                              "without saving; with --resume, steps of that run."),
     quiet: bool = typer.Option(False, help="No progress bar."),
+    downscale: int = typer.Option(1, min=1, help="Train on images this many times smaller: the format's copies "
+                                                 "(images_N/) where present, else resized on load."),
+    format: str = typer.Option(None, "--format", help="Read SCENE as this format (default: detected; see "
+                                                      "`voxnerf info`)."),
 ) -> None:
     """Train a sparse-voxel field on SCENE; checkpoints, metrics and test scores go to the run folder."""
     out = out or Path("runs") / scene.resolve().name
     if profile:
         return _profile(scene, config, out, device, resume, set_, threads, quiet)
     options = dict(device=device, resume=resume, overwrite=overwrite, init=init, sets=set_, max_steps=max_steps,
-                   max_time=max_time, threads=threads, eval_at=parse_times(eval_at), quiet=quiet)
+                   max_time=max_time, threads=threads, eval_at=parse_times(eval_at), quiet=quiet,
+                   downscale=downscale, format=format)
     if nproc != 1:
         options["threads"] = worker_threads(threads, nproc)
         check_out(out, resume, overwrite)

@@ -228,12 +228,6 @@ def test_voxnerf_info_prints_one_error_line_and_fails_for_each_kind_of_bad_input
     assert not complaints, "\n".join(complaints)
 
 
-def test_a_missing_llff_downscale_folder_is_named(pinhole_scene, tmp_path):
-    write_scene(pinhole_scene, "llff", tmp_path)
-    with pytest.raises(SceneError, match="images_4: folder not found .needed for downscale 4"):
-        load_scene(tmp_path, downscale=4)
-
-
 def test_writers_refuse_cameras_the_format_cannot_hold(general_scene, tmp_path):
     for fmt, problem in (("blender", "focal lengths"), ("llff", "focal lengths"), ("neus", "distortion")):
         with pytest.raises(ValueError, match=problem):

@@ -242,10 +242,12 @@ def test_downscale_reads_the_images_d_folder_and_scales_the_intrinsics(request, 
 
 
 @pytest.mark.parametrize("fmt, source", [("llff", "pinhole_scene"), ("colmap", "general_scene")])
-def test_a_missing_downscale_folder_is_named(request, tmp_path, fmt, source):
-    write_scene(request.getfixturevalue(source), fmt, tmp_path, downscales=(2,))
-    with pytest.raises(SceneError, match="images_8.*folder not found"):
-        load_scene(tmp_path, downscale=8)
+def test_a_downscale_without_its_folder_resizes_the_full_images(request, tmp_path, fmt, source):
+    scene = request.getfixturevalue(source)
+    write_scene(scene, fmt, tmp_path, downscales=(2,))
+    loaded = load_scene(tmp_path, downscale=4)  # images_2/ only: images/ resized by 4 on access
+    assert loaded.downscale == 4
+    assert loaded.images[0].shape[:2] == tuple(np.round(scene.cameras.sizes[0, ::-1] / 4).astype(int))
 
 
 def test_real_lego_has_the_published_splits_size_and_focal(nerf_synthetic):

@@ -41,9 +41,11 @@ def write_view(folder: Path, name: str, view: View) -> list[Path]:
 
 
 def render_run(run_dir: Path, split: str = "test", out: Path | None = None, video: bool = True, frames: int = 60,
-               device: str = "auto", scene: Path | None = None, quiet: bool = False) -> Rendered:
-    """Render the split's views into OUT (default RUN/renders/SPLIT) and an orbit video into RUN/renders."""
-    run = load_run(run_dir, resolve_device(device), scene)
+               device: str = "auto", scene: Path | None = None, quiet: bool = False,
+               downscale: int | None = None) -> Rendered:
+    """Render the split's views into OUT (default RUN/renders/SPLIT) and an orbit video into RUN/renders, at
+    `downscale` (default: the training's)."""
+    run = load_run(run_dir, resolve_device(device), scene, downscale)
     data = run.scene(with_images=False)
     indices = data.split_indices(split)
     if not len(indices):

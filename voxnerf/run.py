@@ -35,6 +35,7 @@ class SceneRecord:
         bbox: (2, 3) float64 world box of interest (min and max corners).
         near, far: the scene's ray distance range, world units.
         background: (3,) float32 color the run is rendered and scored on (`Scene.render_background`).
+        downscale: the image downscale it was trained at (`--downscale`).
     """
 
     root: Path
@@ -46,19 +47,20 @@ class SceneRecord:
     near: float
     far: float
     background: np.ndarray
+    downscale: int = 1
 
     @classmethod
     def of(cls, scene: Scene, space: Space) -> SceneRecord:
         """The record of a loaded scene framed by `space`."""
         return cls(Path(scene.root), scene.format, tuple(space.center), space.scale, space.kind,
                    np.asarray(scene.bbox, np.float64), scene.near, scene.far,
-                   np.asarray(scene.render_background, np.float32))
+                   np.asarray(scene.render_background, np.float32), scene.downscale)
 
     def to_dict(self) -> dict:
         """Plain values, as a checkpoint stores them."""
         return {"root": str(self.root), "format": self.format, "center": list(self.center), "scale": self.scale,
                 "space": self.space, "bbox": self.bbox.tolist(), "near": self.near, "far": self.far,
-                "background": self.background.tolist()}
+                "background": self.background.tolist(), "downscale": self.downscale}
 
     @classmethod
     def from_dict(cls, data: dict) -> SceneRecord:
@@ -66,7 +68,7 @@ class SceneRecord:
         background = data["background"] if data["background"] is not None else np.zeros(3)
         return cls(Path(data["root"]), data["format"], tuple(data["center"]), data["scale"], data["space"],
                    np.asarray(data["bbox"], np.float64), data["near"], data["far"],
-                   np.asarray(background, np.float32))
+                   np.asarray(background, np.float32), data.get("downscale", 1))
 
 
 @dataclass
@@ -81,6 +83,7 @@ class Run:
         step: training steps done.
         device: where the model is and renders.
         scene_root: the scene folder when it moved since training (default: `record.root`).
+        downscale: the image downscale to load the scene at (default: the one it was trained at).
     """
 
     path: Path
@@ -90,6 +93,7 @@ class Run:
     step: int
     device: torch.device = torch.device("cpu")
     scene_root: Path | None = None
+    downscale: int | None = None
     _scenes: dict[bool, Scene] = dataclasses.field(default_factory=dict, repr=False)
 
     @property
@@ -119,7 +123,9 @@ class Run:
         if True in self._scenes:
             return self._scenes[True]
         if with_images or False not in self._scenes:
-            self._scenes[with_images] = load_scene(self.scene_root or self.record.root, with_images=with_images)
+            self._scenes[with_images] = load_scene(self.scene_root or self.record.root, with_images,
+                                                   self.downscale or self.record.downscale,
+                                                   self.record.format if self.scene_root is None else None)
         return self._scenes[with_images]
 
     def training_cameras(self) -> Cameras:
@@ -154,9 +160,11 @@ def config_from_dict(data: dict) -> TrainConfig:
     return load_config(None, [data])
 
 
-def load_run(path: str | Path, device: torch.device | str = "cpu", scene_root: Path | None = None) -> Run:
+def load_run(path: str | Path, device: torch.device | str = "cpu", scene_root: Path | None = None,
+             downscale: int | None = None) -> Run:
     """Load a run folder (or a checkpoint file) for scoring, rendering and export; its scene is read from
-    `scene_root` when given (a moved folder), else from where it was at training."""
+    `scene_root` when given (a moved folder), else from where it was at training, at `downscale` (default: the
+    training's)."""
     path = Path(path)
     device = torch.device(device)
     ckpt = load_checkpoint(path, "cpu")
@@ -165,4 +173,4 @@ def load_run(path: str | Path, device: torch.device | str = "cpu", scene_root: P
     cfg = config_from_dict(ckpt["config"])
     model = Model.from_checkpoint(ckpt).to(device).eval()
     return Run(path if path.is_dir() else path.parent, model, cfg, SceneRecord.from_dict(ckpt["scene"]),
-               ckpt["step"], device, scene_root)
+               ckpt["step"], device, scene_root, downscale)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from voxnerf.cameras import Cameras
+from voxnerf.images import ResizedImages, resize_area
 
 SPLITS = ("train", "val", "test")
 
@@ -45,6 +47,7 @@ class Scene:
     masks: list[np.ndarray] | None = None
     points: np.ndarray | None = None
     extras: dict = field(default_factory=dict)
+    downscale: int = 1
 
     @property
     def center(self) -> np.ndarray:
@@ -55,6 +58,11 @@ class Scene:
     def scale(self) -> float:
         """World-to-unit scale of the box space: `(x - center) * scale` puts the box of interest inside [-1, 1]^3."""
         return float(2.0 / np.max(self.bbox[1] - self.bbox[0]))
+
+    @property
+    def has_masks(self) -> bool:
+        """Whether the scene has foreground masks (loaded, or found on disk when loaded without images)."""
+        return self.masks is not None or self.extras.get("mask_paths") is not None
 
     @property
     def has_alpha(self) -> bool:
@@ -78,6 +86,16 @@ class Scene:
         if image.shape[-1] == 4:
             alpha = np.minimum(alpha, image[..., 3])
         return np.concatenate([image[..., :3], alpha[..., None]], -1)
+
+    def downscaled(self, factor: int) -> Scene:
+        """This scene with images (resized on access) and masks `factor` times smaller, intrinsics scaled to match
+        (for formats without smaller copies on disk, or captures without them)."""
+        cameras = self.cameras.scaled(1.0 / factor)
+        images = None if self.images is None else ResizedImages(self.images, cameras.sizes)
+        masks = None if self.masks is None else [resize_area(m, tuple(int(v) for v in size))
+                                                 for m, size in zip(self.masks, cameras.sizes)]
+        return dataclasses.replace(self, cameras=cameras, images=images, masks=masks,
+                                   downscale=self.downscale * factor)
 
     def split_indices(self, split: str) -> np.ndarray:
         """(K,) image indices of `split`; falls back to "test" for a missing "val" and vice versa."""
@@ -104,6 +122,6 @@ class Scene:
             "near": float(self.near),
             "far": float(self.far),
             "background": None if self.background is None else self.background.tolist(),
-            "masks": self.masks is not None,
+            "masks": self.has_masks,
             "points": 0 if self.points is None else int(len(self.points)),
         }

@@ -84,7 +84,7 @@ def preset_for(scene: Scene, device: torch.device = torch.device("cpu")) -> tupl
         name, why = "llff", "forward-facing cameras"
     elif layout == "unbounded":
         name, why = "360", "cameras around an unbounded scene"
-    elif scene.masks is not None and scene.background is None:
+    elif scene.has_masks and scene.background is None:
         name, why = "object-masked", "object capture with masks"
     else:
         name, why = "blender", "object capture with a transparent background"
@@ -161,11 +161,11 @@ def profile_steps(trainer: Trainer, path: Path, steps: int = 10, warmup: int = 3
 
 def prepare(scene_dir: Path, config: Path | None, out: Path, resume: bool, sets: list[str],
             max_steps: int | None = None, max_time: float | None = None, threads: int | None = None,
-            device: torch.device = torch.device("cpu"),
+            device: torch.device = torch.device("cpu"), downscale: int = 1, format: str | None = None,
             say: Callable[[str], None] = silent) -> tuple[Scene, TrainConfig]:
-    """The scene (from its absolute path, so the run records where it lives) and the run's configuration (the
-    preset picked for the scene and the device is told to `say`)."""
-    scene = load_scene(Path(scene_dir).resolve())
+    """The scene (from its absolute path, so the run records where it lives; at `downscale`, read as `format`) and
+    the run's configuration (the preset picked for the scene and the device is told to `say`)."""
+    scene = load_scene(Path(scene_dir).resolve(), downscale=downscale, format=format)
     path, overlays = (preset_path(config), []) if config else default_config(scene, out, resume, device, say)
     cfg = build_config(path, list(sets), max_steps, max_time, threads, overlays)
     if cfg.threads:
@@ -176,7 +176,8 @@ def prepare(scene_dir: Path, config: Path | None, out: Path, resume: bool, sets:
 def train_run(scene_dir: Path, config: Path | None, out: Path, *, device: str = "auto", resume: bool = False,
               overwrite: bool = False, init: Path | None = None, sets: list[str] = (), max_steps: int | None = None,
               max_time: float | None = None, threads: int | None = None, eval_at: tuple[float, ...] = (),
-              quiet: bool = False, say: Callable[[str], None] = silent) -> TrainOutcome:
+              quiet: bool = False, downscale: int = 1, format: str | None = None,
+              say: Callable[[str], None] = silent) -> TrainOutcome:
     """Load the scene, train, checkpoint, and score the test split into OUT/eval.json (skipped after Ctrl-C).
 
     Under torchrun (or `launch_local`) every rank calls this; they train together and rank 0 writes and scores.
@@ -185,7 +186,8 @@ def train_run(scene_dir: Path, config: Path | None, out: Path, *, device: str = 
     out = Path(out)
     check_out(out, resume, overwrite)
     device = resolve_device(device)
-    scene, cfg = prepare(scene_dir, config, out, resume, list(sets), max_steps, max_time, threads, device, say)
+    scene, cfg = prepare(scene_dir, config, out, resume, list(sets), max_steps, max_time, threads, device,
+                         downscale, format, say)
     with world_from_env(device) as world:
         trainer = Trainer(scene, cfg, out, world.device, resume=resume, init=init, eval_at=eval_at, quiet=quiet,
                           world=world)

@@ -7,10 +7,11 @@ Detection tries FORMATS in order: LLFF comes before COLMAP because LLFF scenes u
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from voxnerf.data import blender, colmap, llff, nerfstudio, neus
-from voxnerf.errors import SceneError
+from voxnerf.errors import SceneError, VoxnerfError
 from voxnerf.scene import Scene
 
 FORMATS = [blender, nerfstudio, llff, colmap, neus]
@@ -25,13 +26,23 @@ def detect_format(root: Path):
     raise SceneError(root, f"no known scene format here (looked for: {expected})")
 
 
-def load_scene(path: str | Path, with_images: bool = True, downscale: int = 1) -> Scene:
+def format_named(name: str):
+    """The loader module of format `name` (`--format`), or SceneError listing the known ones."""
+    for fmt in FORMATS:
+        if fmt.NAME == name:
+            return fmt
+    raise VoxnerfError(f"format '{name}': unknown scene format (known: {', '.join(f.NAME for f in FORMATS)})")
+
+
+def load_scene(path: str | Path, with_images: bool = True, downscale: int = 1, format: str | None = None) -> Scene:
     """Load a scene folder in any supported format.
 
     Args:
         path: the scene folder.
-        with_images: decode every image (False only checks that each is readable and measures it).
-        downscale: integer image downscale for formats that ship smaller copies (LLFF's images_4, ...).
+        with_images: decode images on access (False only checks that each is readable and measures it).
+        downscale: integer image downscale: the format's smaller copies where it has them (`images_{d}/`), else
+            the full-size images resized on access, intrinsics scaled alike.
+        format: a format name to read the folder as (default: detected, see `detect_format`).
     """
     root = Path(path)
     if not root.exists():
@@ -40,4 +51,10 @@ def load_scene(path: str | Path, with_images: bool = True, downscale: int = 1) -
         raise SceneError(root, "not a folder")
     if not any(root.iterdir()):
         raise SceneError(root, "folder is empty")
-    return detect_format(root).load(root, with_images=with_images, downscale=downscale)
+    if isinstance(downscale, bool) or not isinstance(downscale, int) or downscale < 1:
+        raise SceneError(root, f"downscale {downscale!r}: expected a whole number of 1 or more")
+    fmt = format_named(format) if format else detect_format(root)
+    if downscale > 1 and not (root / f"images_{downscale}").is_dir():
+        return fmt.load(root, with_images=with_images, downscale=1).downscaled(downscale)
+    scene = fmt.load(root, with_images=with_images, downscale=downscale)
+    return dataclasses.replace(scene, downscale=downscale)

@@ -13,6 +13,7 @@ import numpy as np
 
 from voxnerf.cameras import Cameras
 from voxnerf.errors import SceneError
+from voxnerf.images import resize_area
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".JPG", ".JPEG", ".PNG")
 
@@ -224,21 +225,35 @@ def cameras_for_images(cameras: Cameras, paths: list[Path], sizes: np.ndarray, d
     return Cameras(cameras.c2w, cameras.intrinsics * np.concatenate([ratio, ratio], 1), sizes, cameras.distortion)
 
 
-def load_masks(paths: list[Path], image_sizes: np.ndarray, with_images: bool) -> list[np.ndarray] | None:
-    """Read (or just measure) foreground masks; each must have its image's (width, height).
+def find_masks(folder: Path, image_paths: list[Path]) -> list[Path] | None:
+    """The mask of each image in `folder`: the file with the image's stem and any image extension, in any letter
+    case (photos.JPG with masks/photos.jpg); None when `folder` is absent, SceneError naming a missing one."""
+    if not folder.is_dir():
+        return None
+    by_stem = {p.stem.lower(): p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file()}
+    missing = [p for p in image_paths if p.stem.lower() not in by_stem]
+    if missing:
+        raise SceneError(folder, f"no mask for {missing[0].name} ({len(missing)} of {len(image_paths)} missing)")
+    return [by_stem[p.stem.lower()] for p in image_paths]
+
+
+def load_masks(paths: list[Path], image_sizes: np.ndarray, with_images: bool,
+               downscale: int = 1) -> list[np.ndarray] | None:
+    """Read (or just measure) foreground masks; each must have its image's (width, height), or be `downscale`
+    times larger (full-size masks beside downscaled image copies), and is then resized to it.
 
     Returns:
         N bool (H, W) masks, or None when `with_images` is False.
     """
-    if with_images:
-        masks = [read_mask(p) for p in paths]
-        sizes = np.array([(m.shape[1], m.shape[0]) for m in masks], np.int64).reshape(-1, 2)
-    else:
-        masks, sizes = None, np.array([image_size(p) for p in paths], np.int64).reshape(-1, 2)
+    sizes = np.array([image_size(p) for p in paths], np.int64).reshape(-1, 2)
     for p, got, want in zip(paths, sizes, image_sizes):
-        if tuple(got) != tuple(want):
+        if tuple(got) != tuple(want) and not np.all(np.abs(got - want * downscale) < downscale):
             raise SceneError(p, f"mask is {got[0]}x{got[1]} but its image is {want[0]}x{want[1]}")
-    return masks
+    if not with_images:
+        return None
+    masks = [read_mask(p) for p in paths]
+    return [m if m.shape[::-1] == tuple(want) else resize_area(m, tuple(int(v) for v in want))
+            for m, want in zip(masks, image_sizes)]
 
 
 def near_far_from_box(centers: np.ndarray, bbox: np.ndarray) -> tuple[float, float]:

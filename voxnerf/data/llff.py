@@ -5,7 +5,9 @@ R's columns are LLFF's camera axes [down, right, backwards]; hwf is the full-res
 focal length (one focal for both axes, principal point at the image center, no distortion). Images are matched
 to rows in file-name order. Poses are reported as stored (no recentering or rescaling, unlike LLFF's training
 code). near / far are LLFF's z-depth bounds (min and max over views); the box of interest holds every view's
-frustum between them. Every 8th image is held out for testing.
+frustum between them. Every 8th image is held out for testing. Foreground masks, when the capture has them, are in
+`masks/` beside `images/` (`masks_{d}/` for downscale d, else the full-size ones resized), one per image with the
+same stem and any image extension in any letter case.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from voxnerf.data.common import (
     background_of,
     bounds_from_frustums,
     cameras_for_images,
+    find_masks,
     image_folder,
     list_images,
     load_images,
+    load_masks,
     read_numpy,
     split_every_nth,
 )
@@ -45,6 +49,10 @@ def load(root: Path, with_images: bool = True, downscale: int = 1, **_) -> Scene
     images, sizes = load_images(paths, with_images)
     cameras = cameras_for_images(cameras_from_llff(table[:, :15].reshape(-1, 3, 5)), paths, sizes, downscale)
     near, far = float(table[:, 15].min()), float(table[:, 16].max())
+    copies = root / f"masks_{downscale}"
+    mask_paths = find_masks(copies if downscale > 1 and copies.is_dir() else root / "masks", paths)
+    masks = None if mask_paths is None else load_masks(mask_paths, sizes, with_images,
+                                                       1 if copies.is_dir() else downscale)
     return Scene(
         root=root,
         format=NAME,
@@ -56,6 +64,8 @@ def load(root: Path, with_images: bool = True, downscale: int = 1, **_) -> Scene
         far=far,
         background=background_of(paths[0]),
         images=images,
+        masks=masks,
+        extras={"mask_paths": mask_paths},
     )
 
 
