@@ -35,3 +35,25 @@ def test_masked_opaque_scene_gets_the_object_masked_preset(general_scene, make_s
     assert preset_for(general_scene)[0] == "object-masked"
     rgba_scene = dataclasses.replace(make_scene(channels=4, masks=False), background=np.ones(3))
     assert preset_for(rgba_scene)[0] == "blender"
+
+
+def sphere_masks(cameras, center: np.ndarray, radius: float) -> list[np.ndarray]:
+    """Each camera's (H, W) mask of the pixels whose ray passes within `radius` of `center` (pinhole)."""
+    masks = []
+    for c2w, (fx, fy, cx, cy), (w, h) in zip(cameras.c2w, cameras.intrinsics, cameras.sizes):
+        v, u = np.mgrid[0:h, 0:w] + 0.5
+        dirs = np.stack([(u - cx) / fx, (v - cy) / fy, np.ones_like(u)], -1) @ c2w[:, :3].T
+        dirs /= np.linalg.norm(dirs, axis=-1, keepdims=True)
+        masks.append(np.linalg.norm(np.cross(center - c2w[:, 3], dirs), axis=-1) < radius)
+    return masks
+
+
+def test_the_box_of_a_masked_capture_is_the_visual_hull_of_its_masks(make_scene):
+    from voxnerf.data.common import bounds_from_masks
+
+    scene = make_scene(n=24, size=(96, 80), intrinsics=(110.0, 110.0, 48.0, 40.0), distortion=(0.0,) * 4)
+    center, radius = np.array([0.3, -0.1, 0.2]), 0.4
+    loose = np.stack([center - 2.5, center + 2.5])
+    box = bounds_from_masks(scene.cameras, sphere_masks(scene.cameras, center, radius), loose)
+    step = 5.0 / 47
+    np.testing.assert_allclose(box, np.stack([center - radius, center + radius]), atol=2 * step)

@@ -269,6 +269,31 @@ def bounds_from_points(points: np.ndarray, percentile: float = 1.0) -> np.ndarra
     return np.percentile(points, [percentile, 100 - percentile], axis=0)
 
 
+def bounds_from_masks(cameras: Cameras, masks: list[np.ndarray], bbox: np.ndarray, n: int = 48) -> np.ndarray:
+    """(2, 3) box of the masks' visual hull inside `bbox`: the points of an n^3 lattice over it that at least half
+    of the cameras see and every camera that sees them sees inside its mask (points only a few cameras see are
+    what a few masks cannot carve away), padded by one lattice step; `bbox` itself when no point is left.
+    Pinhole projection (lens distortion ignored: the padding absorbs it)."""
+    axes = [np.linspace(lo, hi, n) for lo, hi in zip(bbox[0], bbox[1])]
+    points = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 3)
+    keep, seen = np.ones(len(points), bool), np.zeros(len(points), np.int64)
+    for c2w, (fx, fy, cx, cy), mask in zip(cameras.c2w, cameras.intrinsics, masks):
+        local = (points - c2w[:, 3]) @ c2w[:, :3]
+        z = np.maximum(local[:, 2], 1e-9)
+        u, v = fx * local[:, 0] / z + cx, fy * local[:, 1] / z + cy
+        h, w = mask.shape
+        inside = (local[:, 2] > 0) & (u >= 0) & (u < w) & (v >= 0) & (v < h)
+        hit = np.zeros(len(points), bool)
+        hit[inside] = mask[v[inside].astype(int), u[inside].astype(int)]
+        keep &= ~inside | hit
+        seen += inside
+    kept = points[keep & (2 * seen >= len(masks))]
+    if not len(kept):
+        return bbox
+    step = (bbox[1] - bbox[0]) / (n - 1)
+    return np.stack([np.maximum(kept.min(0) - step, bbox[0]), np.minimum(kept.max(0) + step, bbox[1])])
+
+
 def bounds_from_frustums(cameras: Cameras, near: float, far: float) -> np.ndarray:
     """(2, 3) box holding every camera's view frustum between z-depths `near` and `far` (forward-facing scenes)."""
     depths = np.array([near, far])[None, :, None, None]

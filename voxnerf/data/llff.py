@@ -7,7 +7,7 @@ to rows in file-name order. Poses are reported as stored (no recentering or resc
 code). near / far are LLFF's z-depth bounds (min and max over views); the box of interest holds every view's
 frustum between them. Every 8th image is held out for testing. Foreground masks, when the capture has them, are in
 `masks/` beside `images/` (`masks_{d}/` for downscale d, else the full-size ones resized), one per image with the
-same stem and any image extension in any letter case.
+same stem and any image extension in any letter case; the box of interest is then their visual hull's.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from voxnerf.cameras import Cameras
 from voxnerf.data.common import (
     background_of,
     bounds_from_frustums,
+    bounds_from_masks,
     cameras_for_images,
     find_masks,
     image_folder,
@@ -51,20 +52,22 @@ def load(root: Path, with_images: bool = True, downscale: int = 1, **_) -> Scene
     near, far = float(table[:, 15].min()), float(table[:, 16].max())
     copies = root / f"masks_{downscale}"
     mask_paths = find_masks(copies if downscale > 1 and copies.is_dir() else root / "masks", paths)
-    masks = None if mask_paths is None else load_masks(mask_paths, sizes, with_images,
-                                                       1 if copies.is_dir() else downscale)
+    masks = None if mask_paths is None else load_masks(mask_paths, sizes, True, 1 if copies.is_dir() else downscale)
+    bbox = bounds_from_frustums(cameras, near, far)
+    if masks is not None:  # the object is what the masks show: a tighter box than every frustum's depth range
+        bbox = bounds_from_masks(cameras, masks, bbox)
     return Scene(
         root=root,
         format=NAME,
         image_paths=paths,
         cameras=cameras,
         splits=split_every_nth(len(paths)),
-        bbox=bounds_from_frustums(cameras, near, far),
+        bbox=bbox,
         near=near,
         far=far,
         background=background_of(paths[0]),
         images=images,
-        masks=masks,
+        masks=masks if with_images else None,
         extras={"mask_paths": mask_paths},
     )
 
