@@ -38,6 +38,7 @@ class OccupancyConfig:
 class OptimConfig:
     lr_grid: float = 0.1  # Adam learning rate of the grid's density and features
     lr_decoder: float = 1e-3  # Adam learning rate of the color MLP
+    lr_appearance: float = 1e-2  # Adam learning rate of the per-image appearance codes (field.appearance_dim > 0)
     lr_final_ratio: float = 0.1  # learning rates decay exponentially to this fraction at the end
     target_samples: int = 1 << 18  # samples per step; the ray batch is resized toward it (GPU-sized; configs/cpu.yaml)
     min_rays: int = 1024

@@ -31,9 +31,11 @@ class View:
 
 @torch.no_grad()
 def render_view(model: Model, cameras: Cameras, index: int, background: np.ndarray, cfg: RenderConfig,
-                device: torch.device, amp_dtype: torch.dtype | None = None, chunk: int = 16384) -> View:
+                device: torch.device, amp_dtype: torch.dtype | None = None, chunk: int = 16384,
+                image: int | None = None) -> View:
     """Render world camera `index` in full (the model's space places it), in chunks of rays, with
-    deterministic (mid-step) samples."""
+    deterministic (mid-step) samples, in the appearance of training image `image` (default: the fixed
+    appearance of views not trained on; see voxnerf.appearance)."""
     width, height = (int(s) for s in cameras.sizes[index])
     origins, dirs = image_rays(cameras, index)
     scale = model.space.scale
@@ -41,8 +43,9 @@ def render_view(model: Model, cameras: Cameras, index: int, background: np.ndarr
     bg = torch.as_tensor(background, dtype=torch.float32, device=device)
     parts = []
     for i in range(0, len(origins), chunk):
-        r = render_rays(model, origins[i:i + chunk].to(device), dirs[i:i + chunk].to(device), bg, cfg,
-                        amp_dtype=amp_dtype)
+        rays = origins[i:i + chunk].to(device)
+        images = None if image is None else torch.full((len(rays),), image, dtype=torch.long, device=device)
+        r = render_rays(model, rays, dirs[i:i + chunk].to(device), bg, cfg, amp_dtype=amp_dtype, images=images)
         parts.append(torch.cat([r.rgb, r.depth[:, None] / scale, r.opacity[:, None]], -1).cpu())
     out = torch.cat(parts).reshape(height, width, 5).numpy()
     depth = np.where(out[..., 4] > 1e-6, out[..., 3] / np.maximum(out[..., 4], 1e-6), 0.0)

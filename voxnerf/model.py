@@ -6,6 +6,7 @@ from dataclasses import asdict
 
 from torch import nn
 
+from voxnerf.appearance import AppearanceCodes
 from voxnerf.errors import VoxnerfError
 from voxnerf.fields import Field, field_class, field_from_state
 from voxnerf.fields.voxels import SparseVoxelField
@@ -23,19 +24,24 @@ class Model(nn.Module):
     Attributes:
         field: the voxnerf.fields.Field.
         estimator: the voxnerf.occupancy.OccupancyGrid.
+        appearance: per-training-image appearance codes (voxnerf.appearance), or None when the field takes none.
     """
 
-    def __init__(self, field: Field, estimator: OccupancyGrid):
+    def __init__(self, field: Field, estimator: OccupancyGrid, appearance: AppearanceCodes | None = None):
         super().__init__()
         self.field = field
         self.estimator = estimator
+        self.appearance = appearance
 
     @classmethod
-    def build(cls, field_cfg, resolution: int, space: Space, seed: int = 0) -> "Model":
+    def build(cls, field_cfg, resolution: int, space: Space, seed: int = 0, num_images: int = 0) -> "Model":
         """A fresh model: the configured field kind and an all-occupied estimator, both at `resolution` (the
-        schedule's first level), on the CPU."""
+        schedule's first level), and appearance codes for `num_images` training images when the field takes
+        them; on the CPU."""
         field = field_class(field_cfg.kind)(field_cfg, resolution, space, seed)
-        return cls(field, OccupancyGrid(resolution, space))
+        dim = getattr(field_cfg, "appearance_dim", 0)
+        appearance = AppearanceCodes(num_images, dim) if dim and num_images else None
+        return cls(field, OccupancyGrid(resolution, space), appearance)
 
     @property
     def space(self) -> Space:
@@ -43,7 +49,10 @@ class Model(nn.Module):
 
     def state(self) -> dict:
         """What a checkpoint stores of the model (plain dicts and tensors)."""
-        return {"version": STATE_VERSION, "field": self.field.state(), "estimator": self.estimator.state()}
+        state = {"version": STATE_VERSION, "field": self.field.state(), "estimator": self.estimator.state()}
+        if self.appearance is not None:
+            state["appearance"] = self.appearance.codes.weight.detach()
+        return state
 
     @classmethod
     def from_state(cls, state: dict, field_options: dict | None = None) -> "Model":
@@ -51,7 +60,7 @@ class Model(nn.Module):
         field and occupancy together and its options in the run config: `field_options` (`config["field"]`)."""
         if state.get("version") == STATE_VERSION:
             estimator = OccupancyGrid.from_state(state["estimator"])
-            return cls(field_from_state(state["field"], estimator.space), estimator)
+            return cls(field_from_state(state["field"], estimator.space), estimator, _appearance(state))
         if "grid" in state and field_options is not None:
             return cls._from_first_format(state, field_options)
         raise VoxnerfError("the checkpoint's model has an unknown format")
@@ -75,3 +84,13 @@ class Model(nn.Module):
         estimator = OccupancyGrid(state["resolution"], space, grid_state["brick_coords"], grid_state["occupied"],
                                   grid_state["score"].float())
         return cls(field, estimator)
+
+
+def _appearance(state: dict) -> AppearanceCodes | None:
+    """The appearance codes a model state holds, or None."""
+    if "appearance" not in state:
+        return None
+    weight = state["appearance"].cpu()
+    codes = AppearanceCodes(*weight.shape)
+    codes.codes.weight.data.copy_(weight)
+    return codes

@@ -78,7 +78,8 @@ class RaySampler:
         """A batch of random rays.
 
         Returns:
-            dict with origins (n, 3) and dirs (n, 3) in the unit box, target (n, 3) composited on `background`
+            dict with origins (n, 3) and dirs (n, 3) in the unit box, image (n,) the ray's index among the
+            sampler's images, target (n, 3) composited on `background`
             (n, 3) of random colors. Where pixels are transparent the field must learn to let the background
             through; where they are opaque (all of an opaque photo's pixels) the background is not in the target,
             so a ray that is not fully opaque is penalized: the field cannot fake dark colors with transparency.
@@ -95,6 +96,6 @@ class RaySampler:
         origins, dirs = pixel_rays(cams["c2w"][img], cams["intrinsics"][img], dist, uv)
         background = torch.rand(n, 3, generator=generator, device=dev).to(self.device)
         target = rgba[:, :3] + (1 - rgba[:, 3:]) * background
-        return {"origins": (origins - self.center) * self.scale, "dirs": dirs, "target": target,
+        return {"origins": (origins - self.center) * self.scale, "dirs": dirs, "image": img, "target": target,
                 "background": background}
 

@@ -68,6 +68,7 @@ def render_rays(
     jitter: torch.Generator | None = None,
     amp_dtype: torch.dtype | None = None,
     with_distortion: bool = False,
+    images: torch.Tensor | None = None,
 ) -> RenderResult:
     """Render rays given in unit-box coordinates (the model's space maps them to the grid).
 
@@ -79,6 +80,8 @@ def render_rays(
         jitter: random generator for stratified sample offsets (training), or None for mid-step samples.
         amp_dtype: autocast dtype for the color MLP (torch.bfloat16 on CPU, torch.float16 on CUDA), or None.
         with_distortion: compute the distortion loss (voxnerf.volrend.distortion) over the march parameter.
+        images: (R,) int64 training image of each ray, for the model's appearance codes (None: the fixed code of
+            views not trained on).
     Returns:
         RenderResult with FP32 outputs (compositing is always FP32).
     """
@@ -97,8 +100,14 @@ def render_rays(
     sigmas = _chunked(lambda *lookup: field.density(lookup), cfg.checkpoint_chunk, *samples.lookup)
     weights, transmittance = render_weights(sigmas, samples.delta, ray_idx)
     colored = torch.nonzero(weights.detach() > cfg.color_weight_min).squeeze(-1)  # one host sync
-    color_args = (dirs[ray_idx[colored]], *(a[colored] for a in samples.lookup))
-    rgb_s = _chunked(lambda d, *lookup: field.color(lookup, d, amp_dtype), cfg.checkpoint_chunk, *color_args)
+    color_rays = ray_idx[colored]
+    color_args = (dirs[color_rays], *(a[colored] for a in samples.lookup))
+    if model.appearance is None:
+        rgb_s = _chunked(lambda d, *lookup: field.color(lookup, d, amp_dtype), cfg.checkpoint_chunk, *color_args)
+    else:
+        codes = model.appearance(images, n)[color_rays]
+        rgb_s = _chunked(lambda c, d, *lookup: field.color(lookup, d, amp_dtype, c), cfg.checkpoint_chunk, codes,
+                         *color_args)
     opacity = accumulate(weights, ray_idx, n)
     rgb = accumulate(weights[colored], ray_idx[colored], n, rgb_s)
     distance = space.ray_distance(samples.t, rays, ray_idx)

@@ -58,7 +58,8 @@ class Trainer:
         self.step, self.elapsed, self.n_rays = 0, 0.0, cfg.optim.min_rays
         self.eval_at = sorted(eval_at)
         self.snapshots: list[dict] = []
-        self.model = Model.build(cfg.field, cfg.levels[0].resolution, space_for(scene, cfg.space), cfg.seed)
+        self.model = Model.build(cfg.field, cfg.levels[0].resolution, space_for(scene, cfg.space), cfg.seed,
+                                 num_images=len(scene.split_indices("train")))
         if init is not None:
             self.model = Model.from_checkpoint(load_checkpoint(init, "cpu"))
         self.model.to(device)
@@ -70,6 +71,9 @@ class Trainer:
     # ---- setup ----------------------------------------------------------------------------------------------
     def _make_optimizer(self) -> torch.optim.Optimizer:
         groups = self.model.field.param_groups(self.cfg.optim)
+        if self.model.appearance is not None:
+            groups.append({"name": "appearance", "params": list(self.model.appearance.parameters()),
+                           "lr": self.cfg.optim.lr_appearance})
         for group in groups:
             group["base_lr"] = group["lr"]
         return torch.optim.Adam(groups, betas=(0.9, 0.99), eps=1e-15, fused=True)
@@ -139,7 +143,7 @@ class Trainer:
         batch = self.sampler.sample(self.n_rays, level.image_scale, self.generator)
         result = render_rays(self.model, batch["origins"], batch["dirs"], batch["background"],
                              self._render_config(), self.generator, self.amp_dtype,
-                             with_distortion=self.cfg.optim.distortion_weight > 0)
+                             with_distortion=self.cfg.optim.distortion_weight > 0, images=batch["image"])
         mse = torch.nn.functional.mse_loss(result.rgb, batch["target"])
         loss = mse + self._regularization(result)
         self.scaler.scale(loss).backward()

@@ -60,8 +60,9 @@ class SparseVoxelField(Field):
     def density(self, lookup: Lookup) -> torch.Tensor:
         return self.activate(self.grid.density_at(*lookup))
 
-    def color(self, lookup: Lookup, dirs: torch.Tensor, amp_dtype: torch.dtype | None = None) -> torch.Tensor:
-        return self.decoder(self.grid.features_at(*lookup), dirs, amp_dtype)
+    def color(self, lookup: Lookup, dirs: torch.Tensor, amp_dtype: torch.dtype | None = None,
+              codes: torch.Tensor | None = None) -> torch.Tensor:
+        return self.decoder(self.grid.features_at(*lookup), dirs, amp_dtype, codes)
 
     # ---- training -------------------------------------------------------------------------------------------
     def param_groups(self, optim) -> list[dict]:
