@@ -9,6 +9,7 @@ import typer
 from voxnerf.device import resolve_device
 from voxnerf.evaluate import write_scores
 from voxnerf.run import load_run
+from voxnerf_cli.options import threads_option, use_threads
 
 
 def mean_line(result: dict) -> str:
@@ -34,10 +35,13 @@ def eval_command(
     every: int = typer.Option(1, min=1, help="Score every k-th view of the split."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
     scene: Path = typer.Option(None, help="Scene folder, when it moved since training (default: the recorded one)."),
+    threads: int = threads_option(),
+    quiet: bool = typer.Option(False, help="No progress bar."),
 ) -> None:
     """Render the split's views and score them; writes RUN/eval.json (eval_SPLIT.json for other splits)."""
+    use_threads(threads)
     loaded = load_run(run, resolve_device(device), scene)
-    result = loaded.evaluate(split=split, every=every)
+    result = loaded.evaluate(split=split, every=every, progress=not quiet)
     path = write_scores(result, loaded.path)
     print_scores(result)
     typer.echo(f"scores      {path}")
