@@ -38,8 +38,9 @@ def print_report(report: ProcessReport) -> None:
 
 
 def process(
-    source: Path = typer.Argument(..., help="A folder of photos, or a video file (.mp4, .mov, ...)."),
-    out: Path = typer.Argument(..., help="The scene folder to make (new or empty)."),
+    source: Path = typer.Argument(..., metavar="IMAGES_OR_VIDEO",
+                                  help="A folder of photos, or a video file (.mp4, .mov, ...)."),
+    out: Path = typer.Argument(..., metavar="OUT", help="The scene folder to make (new or empty)."),
     camera_model: str = typer.Option("SIMPLE_RADIAL", help=f"COLMAP camera model: {', '.join(CAMERA_MODELS)}. "
                                      "Models other than the first five are undistorted to PINHOLE images."),
     single_camera: bool = typer.Option(True, help="One camera shared by all images (a video, one phone); "

@@ -30,7 +30,8 @@ OPTIONS = SfmOptions(min_inliers=30, threads=2)
 ROTATION_TOLERANCE = 1.5  # degrees (measured: 0.63 at most)
 CENTER_TOLERANCE = 0.04  # of the cameras' spread, the ring's diameter 3.6 (measured: 0.017 at most)
 SHORT_TRAINING = {
-    "levels": [{"until": 0.3, "resolution": 16, "image_scale": 1.0}, {"until": 1.0, "resolution": 32, "image_scale": 1.0}],
+    "levels": [{"until": 0.3, "resolution": 16, "image_scale": 1.0},
+               {"until": 1.0, "resolution": 32, "image_scale": 1.0}],
     "occupancy": {"warmup_steps": 30},
     "optim": {"target_samples": 4096, "min_rays": 256, "max_rays": 1024},
     "max_steps": 150, "log_every": 50, "checkpoint_every": 1000, "threads": 2,
