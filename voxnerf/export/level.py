@@ -18,10 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm import tqdm
 
+from voxnerf.errors import VoxnerfError
 from voxnerf.export.box import require_box_space
 from voxnerf.export.depth import RAY_CHUNK, SURFACE_OPACITY, spread_views
 from voxnerf.export.query import box_span, densities_along, opacity_to_density
-from voxnerf.errors import VoxnerfError
 from voxnerf.model import Model
 from voxnerf.rays import image_rays
 from voxnerf.run import Run
