@@ -9,6 +9,7 @@ import typer
 from voxnerf.device import resolve_device
 from voxnerf.evaluate import write_scores
 from voxnerf.run import load_run
+from voxnerf_cli.options import threads_option, use_threads
 
 
 def mean_line(result: dict) -> str:
@@ -36,10 +37,13 @@ def eval_command(
     scene: Path = typer.Option(None, help="Scene folder, when it moved since training (default: the recorded one)."),
     downscale: int = typer.Option(None, min=1, help="Score on images this many times smaller (default: the "
                                                     "training's)."),
+    threads: int = threads_option(),
+    quiet: bool = typer.Option(False, help="No progress bar."),
 ) -> None:
     """Render the split's views and score them; writes RUN/eval.json (eval_SPLIT.json for other splits)."""
+    use_threads(threads)
     loaded = load_run(run, resolve_device(device), scene, downscale)
-    result = loaded.evaluate(split=split, every=every)
+    result = loaded.evaluate(split=split, every=every, progress=not quiet)
     path = write_scores(result, loaded.path)
     print_scores(result)
     typer.echo(f"scores      {path}")

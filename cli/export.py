@@ -11,10 +11,11 @@ from voxnerf.device import resolve_device
 from voxnerf.errors import VoxnerfError
 from voxnerf.export import METHODS, export_mesh, export_pointcloud
 from voxnerf.export.box import crop_box, parse_bbox
-from voxnerf.export.level import DEFAULT_LEVEL, auto_level
+from voxnerf.export.level import DEFAULT_LEVEL, WEAK_IOU, auto_level, trusted
 from voxnerf.export.output import MESH_FORMATS, POINTCLOUD_FORMATS, check_output, summary
 from voxnerf.export.pointcloud import SOURCES
 from voxnerf.run import Run, load_run
+from voxnerf_cli.options import threads_option, use_threads
 
 
 def parse_level(text: str) -> float | None:
@@ -28,8 +29,9 @@ def parse_level(text: str) -> float | None:
 
 
 def chosen_level(run: Run, bbox) -> float:
-    """The automatic level of `run` inside `bbox` (world (2, 3) or None: the scene box), printed as it is found."""
-    chosen = auto_level(run, crop_box(run, bbox), progress=True)
+    """The automatic level of `run` inside `bbox` (world (2, 3) or None: the scene box), printed as it is found;
+    VoxnerfError when its silhouettes match the rendered ones poorly (`level.trusted`)."""
+    chosen = trusted(auto_level(run, crop_box(run, bbox), progress=True))
     typer.echo(f"level auto: {chosen.level:.4g} (silhouette IoU {chosen.iou:.3f} against the field's rendering, "
                f"{chosen.rays} training rays)")
     return chosen.level
@@ -41,9 +43,10 @@ def export(
     pointcloud: Optional[Path] = typer.Option(None, help="Write a surface point cloud (.ply)."),
     method: str = typer.Option("density", help=f"Mesh method: {' | '.join(METHODS)} (marching cubes on opacity, "
                                                "or TSDF fusion of depth rendered from the training cameras)."),
-    level: str = typer.Option(str(DEFAULT_LEVEL), help="Iso value of one grid cell's opacity, alpha = 1 - exp(-sigma "
-                              "* cell), in (0, 1); or auto: the level whose silhouettes match the field's rendering "
-                              "of the training views (for trained runs, whose density is soft)."),
+    level: str = typer.Option("auto", help="Iso value of one grid cell's opacity, alpha = 1 - exp(-sigma * cell), "
+                              f"in (0, 1) ({DEFAULT_LEVEL}: NSVF's); or auto: the level whose silhouettes match the "
+                              "field's rendering of the training views (a trained density is soft); a run where no "
+                              f"level matches them (IoU < {WEAK_IOU}) is refused."),
     resolution: Optional[int] = typer.Option(None, help="Samples per axis over the unit box (default: the grid's)."),
     bbox: Optional[str] = typer.Option(None, help="Keep x0,y0,z0,x1,y1,z1 (world units); default the scene box."),
     min_component: float = typer.Option(0.05, help="Drop mesh parts smaller than this fraction of the largest."),
@@ -54,10 +57,12 @@ def export(
     num_points: int = typer.Option(100_000, help="Points to draw (at most this many from depth)."),
     outliers: bool = typer.Option(True, "--remove-outliers/--keep-outliers", help="Statistical outlier removal."),
     device: str = typer.Option("auto", help="auto | cpu | cuda"),
+    threads: Optional[int] = threads_option(),
 ) -> None:
     """Export a mesh (vertex colors: the field's color looking at the surface head-on) and/or a point cloud."""
     if mesh is None and pointcloud is None:
         raise VoxnerfError("voxnerf export: nothing to do (give --mesh OUT and/or --pointcloud OUT)")
+    use_threads(threads)
     if mesh is not None:
         check_output(mesh, MESH_FORMATS, "--mesh")
     if pointcloud is not None:

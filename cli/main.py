@@ -7,7 +7,7 @@ import sys
 import typer
 
 from voxnerf.errors import VoxnerfError
-from voxnerf_cli import demo, evaluate, export, info, render, scene, train, view
+from voxnerf_cli import demo, evaluate, export, info, process, render, scene, train, view
 
 app = typer.Typer(
     help="Sparse-voxel NeRF: train on posed photos, render, export meshes and point clouds.",
@@ -16,6 +16,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.command("info")(info.info)
+app.command("process")(process.process)
 app.command("train")(train.train)
 app.command("eval")(evaluate.eval_command)
 app.command("render")(render.render)

@@ -6,7 +6,8 @@ Each is a frozen dataclass (its fields go into `groundtruth.json`) with two meth
 - `color(x)`: points on the surface (R, 3) -> RGB (R, 3) in [0, 1].
 
 Both patterns are tiles whose hue and brightness change from tile to tile, so a blurred or grey background
-scores badly against them.
+scores badly against them. A shell can also be speckled: each tile split into a finer grid of cells of random
+brightness, corners and blobs enough for structure from motion (SIFT) to match views of it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from voxnerf_scenes.colors import speckle
 from voxnerf_scenes.shapes import Vec3, as_tensor
 
 DARK_TILE = 0.55  # brightness of every other tile; the rest are at full brightness
@@ -35,11 +37,13 @@ def checker(i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
 @dataclass(frozen=True)
 class Shell:
     """The inside of a sphere of `radius` around the origin, tiled by direction: `sectors` slices of azimuth
-    (hue follows the azimuth) times `bands` slices of elevation, brightness alternating like a checkerboard."""
+    (hue follows the azimuth) times `bands` slices of elevation, brightness alternating like a checkerboard;
+    with `speckles` > 0 each tile is split into speckles x speckles cells of random brightness."""
 
     radius: float
     sectors: int = 16
     bands: int = 8
+    speckles: int = 0
 
     def hit(self, origins: torch.Tensor, dirs: torch.Tensor) -> torch.Tensor:
         b = (origins * dirs).sum(-1)
@@ -51,7 +55,12 @@ class Shell:
         azimuth = torch.atan2(u[:, 1], u[:, 0]) / (2 * math.pi) % 1.0
         elevation = torch.asin(u[:, 2].clamp(-1, 1)) / math.pi + 0.5
         sector, band = (azimuth * self.sectors).floor().long(), (elevation * self.bands).floor().long()
-        return hue(azimuth) * checker(sector, band)
+        color = hue(azimuth) * checker(sector, band)
+        if self.speckles:
+            fine = self.speckles
+            cells = torch.stack([azimuth * self.sectors * fine, elevation * self.bands * fine], -1).floor().long()
+            color = color * speckle(cells).to(color.dtype)
+        return color
 
 
 @dataclass(frozen=True)

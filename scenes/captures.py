@@ -2,6 +2,8 @@
 
 - `unbounded`: a 360° capture. Objects inside the ball of radius 0.6 at the origin, a tiled shell of radius 15
   around everything, cameras on a ring around the objects looking at the origin.
+- `textured`: `unbounded`'s objects and shell speckled (texture enough for structure from motion, `voxnerf
+  process`), cameras closer.
 - `forward`: a forward-facing (LLFF-like) capture. Three objects at different depths in front of a tiled wall,
   cameras on a small hand-held grid all looking the same way (at the origin, with a little jitter).
 
@@ -19,7 +21,7 @@ import numpy as np
 from voxnerf.cameras import Cameras, focal_from_fov
 from voxnerf.errors import VoxnerfError
 from voxnerf_scenes.backgrounds import Background, Shell, Wall
-from voxnerf_scenes.colors import Constant, FaceColors, Radial, RingHue
+from voxnerf_scenes.colors import Constant, FaceColors, Radial, RingHue, Speckled
 from voxnerf_scenes.make import look_at
 from voxnerf_scenes.shapes import Box, Sphere
 from voxnerf_scenes.toy import Part, ToyScene
@@ -114,26 +116,45 @@ class Capture:
         }
 
 
+_BALL = Sphere(center=(0.0, 0.0, 0.26), radius=0.26)
 _TABLE = Box(center=(0.0, 0.0, -0.2), half_size=(0.3, 0.3, 0.18))
 _CRATE = Box(center=(0.38, 0.3, -0.05), half_size=(0.2, 0.2, 0.28))
+
+_UNBOUNDED = Capture(
+    "unbounded",
+    "360° capture: ball on a box at the origin inside a tiled shell of radius 15, cameras on a ring at 2.6",
+    "unbounded",
+    ToyScene(
+        "unbounded",
+        "ball (r 0.26) resting above a box (0.6 x 0.6 x 0.36), colored by direction and by face",
+        (
+            Part(_BALL, Radial(center=(0.0, 0.0, 0.26))),
+            Part(_TABLE, FaceColors(_TABLE)),
+        ),
+    ),
+    Shell(radius=15.0),
+    Ring(distance=2.6, elevations=(5.0, 35.0)),
+    1.2,
+)
 
 CAPTURES: dict[str, Capture] = {
     capture.name: capture
     for capture in (
+        _UNBOUNDED,
         Capture(
-            "unbounded",
-            "360° capture: ball on a box at the origin inside a tiled shell of radius 15, cameras on a ring at 2.6",
+            "textured",
+            "the unbounded objects speckled, in a speckled shell of radius 4, cameras on a ring at 1.8 (for structure from motion)",
             "unbounded",
             ToyScene(
-                "unbounded",
-                "ball (r 0.26) resting above a box (0.6 x 0.6 x 0.36), colored by direction and by face",
+                "textured",
+                "ball (r 0.26) above a box (0.6 x 0.6 x 0.36), speckled in cubes of 0.04",
                 (
-                    Part(Sphere(center=(0.0, 0.0, 0.26), radius=0.26), Radial(center=(0.0, 0.0, 0.26))),
-                    Part(_TABLE, FaceColors(_TABLE)),
+                    Part(_BALL, Speckled(Radial(center=(0.0, 0.0, 0.26)), 0.04)),
+                    Part(_TABLE, Speckled(FaceColors(_TABLE), 0.04)),
                 ),
             ),
-            Shell(radius=15.0),
-            Ring(distance=2.6, elevations=(5.0, 35.0)),
+            Shell(radius=4.0, speckles=6),
+            Ring(distance=1.8, elevations=(10.0, 40.0)),
             1.2,
         ),
         Capture(

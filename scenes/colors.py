@@ -13,6 +13,8 @@ import torch
 from voxnerf_scenes.shapes import Box, Vec3, as_tensor
 
 RGB = tuple[float, float, float]
+SPECKLE_FLOOR = 0.3  # brightness of the darkest speckle cell, as a fraction of the color it darkens
+HASH_PRIMES = (73856093, 19349663, 83492791)
 
 # Face colors of `FaceColors`, in `Box.face` order: +x red, -x cyan, +y green, -y magenta, +z blue, -z yellow.
 FACE_PALETTE: tuple[RGB, ...] = (
@@ -23,6 +25,14 @@ FACE_PALETTE: tuple[RGB, ...] = (
     (0.1, 0.1, 0.9),
     (0.9, 0.9, 0.1),
 )
+
+
+def speckle(cells: torch.Tensor) -> torch.Tensor:
+    """(N, 1) brightness in [SPECKLE_FLOOR, 1] of each integer cell (N, K), K <= 3, from a hash of its indices."""
+    code = torch.zeros(len(cells), dtype=torch.long, device=cells.device)
+    for k in range(cells.shape[1]):
+        code = code ^ (cells[:, k] * HASH_PRIMES[k])
+    return SPECKLE_FLOOR + (1 - SPECKLE_FLOOR) * ((code % 1009).to(torch.float32) / 1008)[:, None]
 
 
 @dataclass(frozen=True)
@@ -69,4 +79,15 @@ class RingHue:
         return 0.5 + 0.4 * torch.cos(phases)
 
 
-Color = Constant | Radial | FaceColors | RingHue
+@dataclass(frozen=True)
+class Speckled:
+    """`base` darkened by a random brightness per cube of side `cell` (texture for structure from motion)."""
+
+    base: Constant | Radial | FaceColors | RingHue
+    cell: float
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return self.base(x) * speckle(torch.floor(x / self.cell).long()).to(x.dtype)
+
+
+Color = Constant | Radial | FaceColors | RingHue | Speckled

@@ -17,6 +17,9 @@ import imageio.v3 as iio
 import pytest
 
 import voxnerf_scenes
+from voxnerf.camera_path import save_camera_path
+from voxnerf.data import load_scene
+from voxnerf.metrics import psnr
 
 N_TEST = 2
 STEPS = 60
@@ -93,8 +96,48 @@ def test_render_writes_color_and_depth_pngs_and_an_orbit(trained, workdir):
     assert sorted(p.name for p in folder.iterdir()) == ["r_0.png", "r_0_depth.png", "r_1.png", "r_1_depth.png"]
     assert iio.imread(folder / "r_0.png").shape == (32, 32, 3)
     assert iio.imread(folder / "r_0_depth.png").shape == (32, 32)
-    orbit = [p for p in (run / "renders").iterdir() if p.stem == "orbit"]
-    assert len(orbit) == 1 and orbit[0].suffix in (".mp4", ".gif")
+    assert iio.imread(run / "renders" / "orbit.mp4", index=None).shape == (4, 32, 32, 3)
+
+
+def test_render_along_a_camera_path_file_sees_what_the_test_views_see(trained, workdir, scene_dir):
+    run, _ = trained
+    cameras = load_scene(scene_dir, with_images=False)
+    test = cameras.cameras.subset(cameras.split_indices("test"))
+    save_camera_path(workdir / "path.json", test, fps=4.0)
+    assert voxnerf("render", run, "--no-video", "--quiet", cwd=workdir).returncode == 0
+    result = voxnerf("render", run, "--camera-path", workdir / "path.json", "--threads", "1", "--quiet", cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    frames = iio.imread(run / "renders" / "path.mp4", index=None)
+    assert frames.shape == (2, 32, 32, 3)
+    assert "views" not in result.stdout and f"video       {run / 'renders' / 'path.mp4'}" in result.stdout
+    views = [iio.imread(run / "renders" / "test" / f"r_{i}.png") for i in range(2)]
+    assert all(psnr(frame / 255, view / 255) > 25 for frame, view in zip(frames, views))
+
+
+def test_render_makes_paths_of_the_asked_length_and_size(trained, workdir):
+    run, _ = trained
+    result = voxnerf("render", run, "--path", "interpolate", "--fps", "8", "--seconds", "0.5", "--resolution",
+                     "40x24", "--no-video", "--quiet", cwd=workdir)
+    assert result.returncode == 0 and not (run / "renders" / "interpolate.mp4").exists()
+    result = voxnerf("render", run, "--path", "interpolate", "--fps", "8", "--seconds", "0.5", "--resolution",
+                     "40x24", "--quiet", cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert iio.imread(run / "renders" / "interpolate.mp4", index=None).shape == (4, 24, 40, 3)
+    assert iio.immeta(run / "renders" / "interpolate.mp4")["fps"] == 8
+
+
+@pytest.mark.parametrize("command", ["eval", "render", "export"])
+def test_threads_below_one_are_refused(trained, workdir, command):
+    run, _ = trained
+    extra = ["--mesh", "m.ply"] if command == "export" else []
+    assert_one_line_error(voxnerf(command, run, "--threads", "0", *extra, cwd=workdir), "--threads 0")
+
+
+def test_eval_shows_its_progress(trained, workdir):
+    run, _ = trained
+    result = voxnerf("eval", run, "--device", "cpu", "--threads", "1", cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert "test views" in result.stderr and "2/2" in result.stderr
 
 
 def test_resume_continues_the_run_to_the_new_step_budget(trained, workdir, scene_dir):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -50,8 +51,10 @@ def one_level(resolution: int) -> list[dict]:
     return [{"until": 1.0, "resolution": resolution, "image_scale": 1.0}]
 
 
-def analytic_run(scene_root: Path, toy: vs.ToyScene, out: Path, resolution: int = RESOLUTION) -> Path:
-    """A run folder whose field reproduces the toy scene's density and color on a resolution^3 grid.
+def analytic_run(scene_root: Path, toy: vs.ToyScene, out: Path, resolution: int = RESOLUTION,
+                 thinned: float = 1.0) -> Path:
+    """A run folder whose field reproduces the toy scene's density (times `thinned`) and color on a resolution^3
+    grid.
 
     Raw density inverts the field's activation (softplus(raw + shift) * density_scale = sigma per unit-box
     length), in float64 so that it keeps falling linearly with distance outside the solid; the first three
@@ -64,7 +67,7 @@ def analytic_run(scene_root: Path, toy: vs.ToyScene, out: Path, resolution: int 
     model = Model.build(cfg.field, resolution, space_for(scene, "box"))
     field, grid = model.field, model.field.grid
     x_world = (grid.layout.slot_vertices().double() * grid.cell_size - 1) / scene.scale + torch.as_tensor(scene.center)
-    sigma = toy.density(x_world) / scene.scale  # float64: raw stays linear in the SDF far outside, no clamp
+    sigma = thinned * toy.density(x_world) / scene.scale  # float64: raw stays linear in the SDF far outside, no clamp
     raw = torch.log(torch.expm1(sigma / cfg.field.density_scale).clamp_min(1e-300)) - field.activate.shift
     color = toy.color(x_world).float().clamp(1e-3, 1 - 1e-3)
     with torch.no_grad():
@@ -290,13 +293,25 @@ def cli(*args, drop_env: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
                           cwd=REPO, timeout=120, env=env)
 
 
-def test_export_cli_writes_files_and_prints_counts(run_dir, tmp_path):
-    r = cli("export", run_dir, "--mesh", tmp_path / "m.ply", "--pointcloud", tmp_path / "p.ply", "--num-points",
-            "3000", "--device", "cpu")
+def test_export_cli_writes_files_into_new_folders_at_the_automatic_level_by_default(run_dir, tmp_path):
+    mesh, points = tmp_path / "new" / "m.ply", tmp_path / "new" / "deeper" / "p.ply"
+    r = cli("export", run_dir, "--mesh", mesh, "--pointcloud", points, "--num-points", "3000", "--device", "cpu",
+            "--threads", "1")
     assert r.returncode == 0, r.stderr
-    assert (tmp_path / "m.ply").stat().st_size > 0 and (tmp_path / "p.ply").stat().st_size > 0
-    for text in (f"wrote {tmp_path / 'm.ply'}", "vertices", "faces", "points", "world bounds"):
+    assert mesh.stat().st_size > 0 and points.stat().st_size > 0
+    assert re.search(r"level auto: [0-9.]+ \(silhouette IoU (0\.9[5-9]|1\.0)", r.stdout), r.stdout
+    for text in (f"wrote {mesh}", "vertices", "faces", "points", "world bounds"):
         assert text in r.stdout
+
+
+def test_a_run_no_level_matches_is_refused_by_the_automatic_level_and_nothing_is_written(scene_root, toy,
+                                                                                          tmp_path):
+    fog = analytic_run(scene_root, toy, tmp_path / "fog", thinned=1e-4)
+    r = cli("export", fog, "--mesh", tmp_path / "m.ply", "--device", "cpu")
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines()[-1].startswith("voxnerf: error: --level auto: no iso level")
+    assert "best IoU 0.000 < 0.5" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "m.ply").exists()
 
 
 def test_view_screenshot_shows_the_object_on_a_headless_machine(run_dir, tmp_path):
@@ -314,7 +329,7 @@ def test_view_screenshot_shows_the_object_on_a_headless_machine(run_dir, tmp_pat
 @pytest.mark.parametrize("args, message", [
     (["export", "missing_run", "--mesh", "m.ply"], "missing_run"),
     (["export", "{run}", "--mesh", "m.stl"], "unsupported format"),
-    (["export", "{run}", "--pointcloud", "no/such/folder/p.ply"], "does not exist"),
+    (["export", "{run}", "--pointcloud", "README.md/p.ply"], "README.md is a file, not a folder"),
     (["export", "{run}", "--mesh", "m.ply", "--bbox", "1,2,3"], "--bbox"),
     (["export", "{run}"], "nothing to do"),
     (["view", "{run}", "--screenshot", "v.jpg"], ".png"),

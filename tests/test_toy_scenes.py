@@ -201,5 +201,5 @@ def test_scene_make_writes_a_loadable_folder_and_prints_it(tmp_path):
 def test_scene_make_with_an_unknown_name_fails_with_one_line(tmp_path):
     result = subprocess.run([sys.executable, "-m", "voxnerf", "scene", "make", "teapot", str(tmp_path / "x")], capture_output=True, text=True)
     assert result.returncode != 0
-    assert result.stderr.strip().splitlines() == ["voxnerf: error: unknown toy scene 'teapot' (known: sphere, box, torus, two_objects, unbounded, forward)"]
+    assert result.stderr.strip().splitlines() == ["voxnerf: error: unknown toy scene 'teapot' (known: sphere, box, torus, two_objects, unbounded, textured, forward)"]
     assert not (tmp_path / "x").exists()

@@ -9,6 +9,7 @@ from typing import Callable
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from voxnerf.cameras import Cameras
 from voxnerf.errors import VoxnerfError
@@ -71,7 +72,7 @@ def score_views(views: list[np.ndarray], targets: list[np.ndarray], with_lpips: 
 
 
 def score_split(render: Callable[[Cameras, int], View], scene: Scene, split: str = "test", every: int = 1,
-                with_lpips: bool = True) -> dict:
+                with_lpips: bool = True, progress: bool = False) -> dict:
     """Render every `every`-th view of a scene's split and score it against the images.
 
     Args:
@@ -81,6 +82,7 @@ def score_split(render: Callable[[Cameras, int], View], scene: Scene, split: str
         split: "test", "val" or "train" (see `Scene.split_indices`); it must hold views.
         every: score every k-th view of the split.
         with_lpips: add LPIPS when the package is installed.
+        progress: show a bar over the rendered views.
     Returns:
         {"split": split, "views": [{"psnr", "ssim"(, "lpips"), "view": file name}, ...], "mean": {metric: mean}}.
     """
@@ -88,7 +90,8 @@ def score_split(render: Callable[[Cameras, int], View], scene: Scene, split: str
     if not len(indices):
         raise VoxnerfError(f"{scene.root}: no '{split}' views to evaluate")
     background = scene.render_background
-    preds = [render(scene.cameras, int(i)).rgb for i in indices]
+    preds = [render(scene.cameras, int(i)).rgb
+             for i in tqdm(indices, desc=f"{split} views", unit="view", disable=not progress, leave=False)]
     targets = [target_image(scene.rgba(i), background) for i in indices]
     rows = score_views(preds, targets, with_lpips)
     for i, row in zip(indices, rows):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import sys
+
 import numpy as np
 import torch
 
@@ -24,12 +27,24 @@ def ssim(pred: np.ndarray, target: np.ndarray) -> float:
                                        sigma=1.5, use_sample_covariance=False))
 
 
+@functools.cache
+def lpips_installed() -> bool:
+    """Whether the lpips package imports; when it does not, says so on stderr (once per process)."""
+    try:
+        import lpips  # noqa: F401
+    except ImportError:
+        print("voxnerf: note: LPIPS is left out of the scores (the lpips package is not installed: pip install "
+              "lpips)", file=sys.stderr)
+        return False
+    return True
+
+
 def lpips_model():
     """An LPIPS (VGG) scorer `(pred, target) -> float` for (H, W, 3) arrays, or None when lpips is not installed."""
-    try:
-        import lpips
-    except ImportError:
+    if not lpips_installed():
         return None
+    import lpips
+
     net = lpips.LPIPS(net="vgg", verbose=False).eval()
 
     def score(pred: np.ndarray, target: np.ndarray) -> float:

@@ -1,4 +1,5 @@
-"""A run's views written out: each view of a split as color and depth PNGs, and an orbit video around the scene."""
+"""A run's views written out: each view of a split as color and depth PNGs, and a video along a camera path
+(an orbit, a spiral, a smooth path through the training cameras, or a camera-path file)."""
 
 from __future__ import annotations
 
@@ -9,21 +10,48 @@ from typing import Iterator
 import imageio.v3 as iio
 from tqdm import tqdm
 
+from voxnerf.camera_path import load_camera_path
 from voxnerf.cameras import Cameras
 from voxnerf.device import resolve_device
 from voxnerf.errors import VoxnerfError
 from voxnerf.evaluate import View
 from voxnerf.run import Run, load_run
-from voxnerf.video import depth_image, orbit_cameras, sweep_cameras, to_uint8, write_video
+from voxnerf.video import (depth_image, interpolate_cameras, orbit_cameras, resized, spiral_cameras, sweep_cameras,
+                           to_uint8, write_video)
+
+PATHS = ("orbit", "spiral", "interpolate")
+DEFAULT_FPS = 24.0
 
 
 @dataclass
 class Rendered:
-    """What `render_run` wrote: the views' folder, its PNG files, and the orbit video (None when not asked)."""
+    """What `render_run` wrote: the views' folder, its PNG files, and the video (None when not asked)."""
 
     folder: Path
     images: list[Path] = field(default_factory=list)
     video: Path | None = None
+
+
+@dataclass
+class VideoRequest:
+    """The video `render_run` makes.
+
+    Attributes:
+        path: "orbit" (a sweep for forward-facing runs), "spiral" or "interpolate" (through the training poses).
+        camera_path: a camera-path JSON file (`voxnerf.camera_path`); replaces `path`, and the split's views
+            are not rendered.
+        frames: frames of a made path when `seconds` is not given.
+        fps: frames per second (default: the camera-path file's, else 24).
+        seconds: length: a made path gets fps * seconds frames; a camera-path file is retimed to last it.
+        resolution: (width, height) of the frames (default: the file's, else the first training camera's).
+    """
+
+    path: str = "orbit"
+    camera_path: Path | None = None
+    frames: int = 60
+    fps: float | None = None
+    seconds: float | None = None
+    resolution: tuple[int, int] | None = None
 
 
 def render_cameras(run: Run, cameras: Cameras, quiet: bool, what: str) -> Iterator[tuple[int, View]]:
@@ -40,12 +68,47 @@ def write_view(folder: Path, name: str, view: View) -> list[Path]:
     return [rgb, depth]
 
 
+def made_path(run: Run, kind: str, frames: int) -> Cameras:
+    """`frames` cameras along the path `kind` (PATHS) made from the run's training cameras."""
+    train = run.training_cameras()
+    forward = run.model.space.faces_forward
+    if kind == "interpolate":
+        return interpolate_cameras(train, frames)
+    if kind == "spiral":
+        return spiral_cameras(train, run.center, frames, forward)
+    if kind == "orbit":
+        return sweep_cameras(train, frames) if forward else orbit_cameras(train, run.center, frames)
+    raise VoxnerfError(f"--path {kind}: expected one of {', '.join(PATHS)}")
+
+
+def video_cameras(run: Run, request: VideoRequest) -> tuple[Cameras, float, str]:
+    """The video's cameras, its frames per second and its file stem."""
+    if request.seconds is not None and request.seconds <= 0 or request.fps is not None and request.fps <= 0:
+        raise VoxnerfError(f"--seconds {request.seconds} / --fps {request.fps}: expected positive numbers")
+    if request.camera_path is not None:
+        cameras, fps = load_camera_path(request.camera_path)
+        fps = len(cameras) / request.seconds if request.seconds else request.fps or fps
+        stem = Path(request.camera_path).stem
+    else:
+        fps = request.fps or DEFAULT_FPS
+        frames = max(2, round(fps * request.seconds)) if request.seconds else request.frames
+        cameras, stem = made_path(run, request.path, frames), request.path
+    if request.resolution is not None:
+        cameras = resized(cameras, *request.resolution)
+    return cameras, fps, stem
+
+
 def render_run(run_dir: Path, split: str = "test", out: Path | None = None, video: bool = True, frames: int = 60,
                device: str = "auto", scene: Path | None = None, quiet: bool = False,
-               downscale: int | None = None) -> Rendered:
-    """Render the split's views into OUT (default RUN/renders/SPLIT) and an orbit video into RUN/renders, at
-    `downscale` (default: the training's)."""
+               request: VideoRequest | None = None, downscale: int | None = None) -> Rendered:
+    """Render the split's views into OUT (default RUN/renders/SPLIT) and a video into OUT's parent
+    (RUN/renders/orbit.mp4, spiral.mp4, interpolate.mp4 or CAMERA_PATH_STEM.mp4); with a camera-path file only
+    the video, into OUT (default RUN/renders). Views are rendered at `downscale` (default: the training's)."""
     run = load_run(run_dir, resolve_device(device), scene, downscale)
+    request = request or VideoRequest(frames=frames)
+    if request.camera_path is not None:
+        result = Rendered(Path(out) if out else run.path / "renders")
+        return _with_video(run, request, result, result.folder, quiet)
     data = run.scene(with_images=False)
     indices = data.split_indices(split)
     if not len(indices):
@@ -55,9 +118,12 @@ def render_run(run_dir: Path, split: str = "test", out: Path | None = None, vide
     views = data.cameras.subset(indices)
     for k, view in render_cameras(run, views, quiet, f"{split} views"):
         result.images += write_view(result.folder, data.image_paths[indices[k]].stem, view)
-    if video:
-        train = data.cameras.subset(data.split_indices("train"))
-        orbit = sweep_cameras(train, frames) if run.model.space.faces_forward else orbit_cameras(train, run.center, frames)
-        pictures = [to_uint8(view.rgb) for _, view in render_cameras(run, orbit, quiet, "orbit")]
-        result.video = write_video(pictures, result.folder.parent / "orbit.mp4")
+    return _with_video(run, request, result, result.folder.parent, quiet) if video else result
+
+
+def _with_video(run: Run, request: VideoRequest, result: Rendered, folder: Path, quiet: bool) -> Rendered:
+    """`result` with the requested video rendered into `folder`."""
+    cameras, fps, stem = video_cameras(run, request)
+    pictures = [to_uint8(view.rgb) for _, view in render_cameras(run, cameras, quiet, stem)]
+    result.video = write_video(pictures, folder / f"{stem}.mp4", fps)
     return result

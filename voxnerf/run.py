@@ -146,9 +146,9 @@ class Run:
                            amp_dtype_for(self.config.precision, device))
 
     def evaluate(self, scene: Scene | None = None, split: str = "test", every: int = 1,
-                 with_lpips: bool = True) -> dict:
+                 with_lpips: bool = True, progress: bool = False) -> dict:
         """Scores of every `every`-th view of `split` (see `score_split`) on `scene` (default: the run's own)."""
-        return score_split(self.render_view, scene or self.scene(), split, every, with_lpips)
+        return score_split(self.render_view, scene or self.scene(), split, every, with_lpips, progress)
 
 
 def config_from_dict(data: dict) -> TrainConfig:

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from voxnerf.cameras import Cameras
 from voxnerf.checkpoint import CHECKPOINT, load_checkpoint, save_atomic
@@ -20,6 +19,7 @@ from voxnerf.evaluate import View, render_view, score_split, write_scores
 from voxnerf.metrics import mse_to_psnr
 from voxnerf.model import Model
 from voxnerf.normalize import space_for
+from voxnerf.progress import progress_bar
 from voxnerf.ray_sampler import RaySampler
 from voxnerf.renderer import RenderConfig, render_rays
 from voxnerf.run import SceneRecord
@@ -195,8 +195,8 @@ class Trainer:
             self.out.mkdir(parents=True, exist_ok=True)
             (self.out / "config.yaml").write_text(_to_yaml(config_to_dict(self.cfg)))
         logger = MetricsLogger(self.out, append=self.step > 0) if main else None
-        bar = tqdm(total=100, unit="%", disable=self.quiet or not main, dynamic_ncols=True,
-                   bar_format="{l_bar}{bar}| {n:.0f}% [{elapsed}<{remaining}] {postfix}")
+        bar = progress_bar(self.quiet or not main, dynamic_ncols=True,
+                           bar_format="{l_bar}{bar}| {n:.0f}% [{elapsed}<{remaining}] {postfix}")
         interrupted = False
         rays_done, t_window = 0, time.perf_counter()
         try:

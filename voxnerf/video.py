@@ -1,4 +1,5 @@
-"""Orbit cameras around a scene, depth pictures, and frames to an MP4 (or a GIF when no video encoder is installed)."""
+"""Camera paths made from a scene's cameras (orbit, sweep, spiral, a smooth path through them), depth pictures,
+and frames to an MP4 (ffmpeg through imageio-ffmpeg)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from pathlib import Path
 
 import imageio.v3 as iio
 import numpy as np
+from scipy.interpolate import CubicSpline
+from scipy.spatial.transform import Rotation, RotationSpline
 
 from voxnerf.cameras import Cameras
 from voxnerf.normalize import mean_pose
@@ -26,6 +29,29 @@ def look_at(eye: np.ndarray, target: np.ndarray, up: np.ndarray) -> np.ndarray:
     return np.stack([right, np.cross(forward, right), forward, eye], axis=1)
 
 
+def orbit_shape(cameras: Cameras, center: np.ndarray) -> tuple[np.ndarray, float, np.ndarray]:
+    """The up axis (3,), the mean distance from `center` and the (N,) elevations (radians) of `cameras`."""
+    up = world_up(cameras)
+    offsets = cameras.centers - center
+    distance = np.linalg.norm(offsets, axis=-1)
+    return up, float(distance.mean()), np.arcsin(np.clip(offsets @ up / distance, -0.99, 0.99))
+
+
+def ring_cameras(cameras: Cameras, center: np.ndarray, azimuth: np.ndarray, elevation: np.ndarray,
+                 like: int = 0) -> Cameras:
+    """Cameras at `azimuth` (n,) and `elevation` (n,) radians around `center` (3,) about the cameras' mean up
+    axis, at their mean distance, each looking at `center`, with camera `like`'s intrinsics and size."""
+    center = np.asarray(center, np.float64)
+    up, distance, _ = orbit_shape(cameras, center)
+    e1 = np.cross(up, [1.0, 0.0, 0.0] if abs(up[0]) < 0.9 else [0.0, 1.0, 0.0])
+    e1 /= np.linalg.norm(e1)
+    e2 = np.cross(up, e1)
+    ring = np.cos(azimuth)[:, None] * e1 + np.sin(azimuth)[:, None] * e2
+    eyes = center + distance * (np.cos(elevation)[:, None] * ring + np.sin(elevation)[:, None] * up)
+    c2w = np.stack([look_at(eye, center, up) for eye in eyes])
+    return _like(c2w, cameras, like)
+
+
 def orbit_cameras(cameras: Cameras, center: np.ndarray, n: int, like: int = 0) -> Cameras:
     """n cameras on a circle around `center`, at the mean distance and elevation of `cameras`.
 
@@ -37,20 +63,44 @@ def orbit_cameras(cameras: Cameras, center: np.ndarray, n: int, like: int = 0) -
     Returns:
         Cameras with n views, no distortion.
     """
-    center = np.asarray(center, np.float64)
-    up = world_up(cameras)
-    offsets = cameras.centers - center
-    distance = float(np.linalg.norm(offsets, axis=-1).mean())
-    elevation = float(np.arcsin(np.clip(offsets @ up / np.linalg.norm(offsets, axis=-1), -0.99, 0.99)).mean())
-    e1 = np.cross(up, [1.0, 0.0, 0.0] if abs(up[0]) < 0.9 else [0.0, 1.0, 0.0])
-    e1 /= np.linalg.norm(e1)
-    e2 = np.cross(up, e1)
+    _, _, elevation = orbit_shape(cameras, np.asarray(center, np.float64))
     azimuth = np.linspace(0.0, 2 * np.pi, n, endpoint=False)
-    ring = np.cos(azimuth)[:, None] * e1 + np.sin(azimuth)[:, None] * e2
-    eyes = center + distance * (np.cos(elevation) * ring + np.sin(elevation) * up)
-    c2w = np.stack([look_at(eye, center, up) for eye in eyes])
-    return Cameras(c2w, np.tile(cameras.intrinsics[like], (n, 1)), np.tile(cameras.sizes[like], (n, 1)),
-                   np.zeros((n, 4)))
+    return ring_cameras(cameras, center, azimuth, np.full(n, elevation.mean()), like)
+
+
+def spiral_cameras(cameras: Cameras, center: np.ndarray, n: int, faces_forward: bool, like: int = 0) -> Cameras:
+    """n cameras on a spiral: for a scene seen from around, one turn of the orbit whose elevation goes twice
+    between the lowest and highest training camera's; for a forward-facing scene, the sweep moving back and forth
+    along the view axis by half its radius, twice per turn."""
+    if faces_forward:
+        sweep = sweep_cameras(cameras, n, like)
+        angle = np.linspace(0.0, 2 * np.pi, n, endpoint=False)
+        radius = float(np.linalg.norm(sweep.centers - sweep.centers.mean(0), axis=-1).mean())
+        c2w = sweep.c2w.copy()
+        c2w[:, :, 3] += 0.5 * radius * np.sin(2 * angle)[:, None] * c2w[:, :, 2]
+        return _like(c2w, cameras, like)
+    _, _, elevation = orbit_shape(cameras, np.asarray(center, np.float64))
+    azimuth = np.linspace(0.0, 2 * np.pi, n, endpoint=False)
+    middle, half = 0.5 * (elevation.max() + elevation.min()), 0.5 * (elevation.max() - elevation.min())
+    return ring_cameras(cameras, center, azimuth, middle + half * np.sin(2 * azimuth), like)
+
+
+def interpolate_cameras(cameras: Cameras, n: int, like: int = 0) -> Cameras:
+    """n cameras along a smooth path through `cameras` in their order (a capture's order): a cubic spline through
+    the centers over their chord length, and a rotation spline through the orientations.
+
+    Args:
+        cameras: at least 2 cameras (the training views).
+        n: cameras on the path, evenly spaced in chord length, first and last on the first and last camera.
+    """
+    if len(cameras) < 2:
+        raise ValueError("a path through the cameras needs at least 2 of them")
+    steps = np.linalg.norm(np.diff(cameras.centers, axis=0), axis=-1)
+    knots = np.concatenate([[0.0], np.cumsum(np.maximum(steps, 1e-9))])
+    t = np.linspace(0.0, knots[-1], n)
+    centers = CubicSpline(knots, cameras.centers)(t)
+    rotations = RotationSpline(knots, Rotation.from_matrix(cameras.c2w[:, :, :3]))(t).as_matrix()
+    return _like(np.concatenate([rotations, centers[:, :, None]], -1), cameras, like)
 
 
 def sweep_cameras(cameras: Cameras, n: int, like: int = 0) -> Cameras:
@@ -67,9 +117,22 @@ def sweep_cameras(cameras: Cameras, n: int, like: int = 0) -> Cameras:
     radius = float(np.linalg.norm(offsets, axis=-1).mean())
     angle = np.linspace(0.0, 2 * np.pi, n, endpoint=False)
     eyes = center + radius * (np.cos(angle)[:, None] * rotation[:, 0] + np.sin(angle)[:, None] * rotation[:, 1])
-    c2w = np.concatenate([np.broadcast_to(rotation, (n, 3, 3)), eyes[:, :, None]], -1)
+    return _like(np.concatenate([np.broadcast_to(rotation, (n, 3, 3)), eyes[:, :, None]], -1), cameras, like)
+
+
+def _like(c2w: np.ndarray, cameras: Cameras, like: int) -> Cameras:
+    """Cameras at the (n, 3, 4) poses `c2w` with camera `like`'s intrinsics and image size, no distortion."""
+    n = len(c2w)
     return Cameras(c2w, np.tile(cameras.intrinsics[like], (n, 1)), np.tile(cameras.sizes[like], (n, 1)),
                    np.zeros((n, 4)))
+
+
+def resized(cameras: Cameras, width: int, height: int) -> Cameras:
+    """`cameras` rendering width x height images with the same vertical field of view and square pixels."""
+    sx, sy = width / cameras.sizes[:, :1], height / cameras.sizes[:, 1:]
+    _, fy, cx, cy = np.split(cameras.intrinsics, 4, axis=1)
+    intrinsics = np.concatenate([fy * sy, fy * sy, cx * sx, cy * sy], 1)
+    return Cameras(cameras.c2w, intrinsics, np.tile([width, height], (len(cameras), 1)), cameras.distortion)
 
 
 def depth_image(depth: np.ndarray, opacity: np.ndarray, min_opacity: float = 0.5) -> np.ndarray:
@@ -87,25 +150,9 @@ def to_uint8(rgb: np.ndarray) -> np.ndarray:
     return np.round(np.clip(rgb, 0, 1) * 255).astype(np.uint8)
 
 
-def has_video_encoder() -> bool:
-    """Whether imageio can write MP4 (the `video` extra, imageio-ffmpeg, is installed)."""
-    try:
-        import imageio_ffmpeg  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def write_video(frames: list[np.ndarray], path: Path, fps: int = 24) -> Path:
-    """Write (H, W, 3) uint8 frames to `path` as MP4, or beside it as a GIF when no encoder is installed.
-
-    Returns:
-        The file written (path itself, or path with the suffix .gif).
-    """
+def write_video(frames: list[np.ndarray], path: Path, fps: float = 24) -> Path:
+    """Write (H, W, 3) uint8 frames to `path` as an H.264 MP4 (its folder is made when missing); returns `path`."""
     path = Path(path)
-    if has_video_encoder():
-        iio.imwrite(path, np.stack(frames), fps=fps, codec="libx264", macro_block_size=2)
-        return path
-    gif = path.with_suffix(".gif")
-    iio.imwrite(gif, np.stack(frames), duration=1000 / fps, loop=0)
-    return gif
+    path.parent.mkdir(parents=True, exist_ok=True)
+    iio.imwrite(path, np.stack(frames), fps=fps, codec="libx264", macro_block_size=2)
+    return path

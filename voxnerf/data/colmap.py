@@ -9,6 +9,10 @@ convention, and pixel centers at +0.5 like voxnerf; they are inverted to camera-
 Bounds: the 1st-99th percentile box of the sparse points, and near / far from the depths of the points each
 image observes (0.1th-99.9th percentile, as LLFF's imgs2poses does). Without points (points3D absent or
 empty) both come from the cameras.
+
+`voxnerf process` writes its models with pycolmap, but reading stays here: pycolmap's reader (4.2.1) does not
+check a file's length, so a truncated cameras.bin loads as garbage without an error and a truncated images.bin
+kept it busy for over a minute, where this reader names the file and says it is truncated.
 """
 
 from __future__ import annotations

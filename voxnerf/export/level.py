@@ -6,6 +6,9 @@ one whose iso-surface has the silhouettes the field renders from its training ca
 iso-surface sigma = s where the largest density along it exceeds s; the field renders a surface on that ray where
 its accumulated opacity exceeds SURFACE_OPACITY. Over a sample of training rays, the chosen s maximizes the IoU of
 these two sets of rays; where several levels do equally well, the default 0.5 is kept if it is among them.
+
+A best IoU below WEAK_IOU means no iso-surface has the field's silhouettes (an untrained or empty run, a fog):
+`trusted` refuses it rather than write a mesh of a few stray voxels.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm import tqdm
 
+from voxnerf.errors import VoxnerfError
 from voxnerf.export.box import require_box_space
 from voxnerf.export.depth import RAY_CHUNK, SURFACE_OPACITY, spread_views
 from voxnerf.export.query import box_span, densities_along, opacity_to_density
@@ -25,6 +29,7 @@ from voxnerf.run import Run
 DEFAULT_LEVEL = 0.5  # per-voxel opacity iso value (NSVF, SVRaster)
 MAX_VIEWS = 16  # training views sampled (evenly spaced)
 RAYS_PER_VIEW = 1024  # random pixels per view
+WEAK_IOU = 0.5  # below it the chosen level's silhouettes miss half the rendered ones: refused (trained runs: 0.9+)
 
 
 @dataclass
@@ -127,3 +132,12 @@ def auto_level(run: Run, box_world: np.ndarray, progress: bool = False) -> AutoL
                                       run.config.render.step_ratio * delta, progress)
     s, iou = silhouette_density(max_sigma, opacity > SURFACE_OPACITY, opacity_to_density(DEFAULT_LEVEL, delta))
     return AutoLevel(float(-np.expm1(-s * delta)), iou, len(origins))
+
+
+def trusted(chosen: AutoLevel) -> AutoLevel:
+    """`chosen`, or VoxnerfError when its silhouettes match the rendered ones too poorly to mesh (IoU < WEAK_IOU)."""
+    if chosen.iou < WEAK_IOU:
+        raise VoxnerfError(f"--level auto: no iso level has the silhouettes the field renders (best IoU "
+                           f"{chosen.iou:.3f} < {WEAK_IOU}; untrained, empty or foggy run?); nothing written. Give "
+                           f"--level 0.5 (or another value) to extract it anyway, or --method tsdf")
+    return chosen
