@@ -171,3 +171,14 @@ def test_browser_page_shows_the_rendered_field(run_dir: Path, tmp_path: Path):
     blank = [np.zeros(3), np.ones(3)]  # an empty canvas, the scene's background
     assert min(np.abs(expected - b).max() for b in blank) > 0.3
     assert np.abs(seen[-1] - expected).max() < 0.1, (seen, expected)
+
+
+@pytest.mark.parametrize("args, named", [(["viewer", "RUN", "--max-resolution", "8"], "--max-resolution"),
+                                         (["viewer", "RUN/missing"], "missing"),
+                                         (["train", "RUN", "--viewer", "--nproc", "2"], "--viewer")])
+def test_bad_viewer_input_is_a_one_line_error(run_dir: Path, args: list[str], named: str):
+    command = [sys.executable, "-m", "voxnerf", *(a.replace("RUN", str(run_dir)) for a in args)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert lines[0].startswith("voxnerf: error: ") and named in lines[0]
