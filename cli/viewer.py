@@ -17,7 +17,8 @@ def viewer(
     run: Path = typer.Argument(..., help="Run folder (or checkpoint file)."),
     host: str = typer.Option("127.0.0.1", help="Address to serve on (0.0.0.0: every interface)."),
     port: int = typer.Option(8080, help="Port to serve on (the next free one when taken; 0: any free port)."),
-    max_resolution: int = typer.Option(512, help="Longest side, in pixels, of a still view's final render."),
+    max_resolution: int = typer.Option(256, help="Longest side, in pixels, of a still view's final render (a "
+                                                  "CPU takes seconds for 256 px)."),
     camera_images: bool = typer.Option(True, help="Show each training camera's image in its frustum (reads "
                                                   "the scene's images once)."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),

@@ -146,7 +146,7 @@ class Viewer:
     """
 
     def __init__(self, run: Run, cameras: Cameras | None, images: list[np.ndarray] | None = None,
-                 host: str = "127.0.0.1", port: int = 8080, max_side: int = 512,
+                 host: str = "127.0.0.1", port: int = 8080, max_side: int = 256,
                  say: Callable[[str], None] = print):
         self.run, self.cameras, self.say = run, cameras, say
         self.sides = [s for s in SIDES if s < max_side] + [max_side]
