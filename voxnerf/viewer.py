@@ -19,7 +19,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import viser
@@ -34,6 +34,9 @@ from voxnerf.keyframes import Keyframe, interpolate, write_camera_path
 from voxnerf.run import Run, SceneRecord
 from voxnerf.scene import Scene
 from voxnerf.video import to_uint8, world_up
+
+if TYPE_CHECKING:
+    from voxnerf.trainer import Trainer
 
 SIDES = (64, 128, 256, 512, 1024)  # longest image side of the successive renders of one view, pixels
 STILL_SECONDS = 0.2  # a camera that has not moved for this long is refined
@@ -354,7 +357,7 @@ class Viewer:
             pass
 
 
-def live_run(trainer) -> Run:
+def live_run(trainer: Trainer) -> Run:
     """A Run over a trainer's live model (it renders as `Trainer.render_view` does), for the viewer."""
     return Run(trainer.out, trainer.model, trainer.cfg, SceneRecord.of(trainer.scene, trainer.model.space),
                trainer.step, trainer.device)
@@ -378,7 +381,7 @@ class TrainingViewer:
         self.busy_until = self.progress_at = self.occupancy_at = 0.0
         self.rays, self.rays_since = 0, time.perf_counter()
 
-    def start(self, trainer) -> Viewer:
+    def start(self, trainer: Trainer) -> Viewer:
         scene = trainer.scene
         indices = scene.split_indices("train")
         viewer = Viewer(live_run(trainer), scene.cameras.subset(indices), thumbnails(scene, indices), self.host,
@@ -386,7 +389,7 @@ class TrainingViewer:
         self.say(f"viewer      {viewer.url}")
         return viewer
 
-    def __call__(self, trainer, stats: dict) -> None:
+    def __call__(self, trainer: Trainer, stats: dict) -> None:
         if not trainer.world.is_main:
             return
         if self.viewer is None:
