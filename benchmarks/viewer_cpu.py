@@ -34,16 +34,15 @@ def train(out: Path, threads: int, extra: list[str] = ()) -> subprocess.Complete
     return subprocess.run(list(map(str, command)), capture_output=True, text=True, check=True)
 
 
-def render_times(run_dir: Path, sizes: list[int], views: int, threads: int) -> dict[tuple[int, str], list[float]]:
-    """Seconds per view of each square size and renderer: the viewer's (`render_preview`) and `Run.render_view`
-    (evaluation's settings), alternating view by view; and the PSNR of the viewer's views against the others'."""
+def render_times(run_dir: Path, sizes: list[int], views: int, threads: int) -> dict[int, list[float]]:
+    """Seconds per view of each square size, rendered as the viewer renders a browser's view (`Run.render_view`
+    on one camera)."""
     import numpy as np
     import torch
 
-    from voxnerf.metrics import psnr
     from voxnerf.run import load_run
     from voxnerf.video import orbit_cameras
-    from voxnerf.viewer import render_preview, vertical_fov
+    from voxnerf.viewer import vertical_fov
 
     torch.set_num_threads(threads)
     run = load_run(run_dir)
@@ -55,16 +54,11 @@ def render_times(run_dir: Path, sizes: list[int], views: int, threads: int) -> d
         orbit.intrinsics[:] = [fy, fy, side / 2, side / 2]
         orbit.sizes[:] = side
         run.render_view(orbit, 0)  # warm-up
-        for key in ("viewer", "render_view", "psnr"):
-            times[side, key] = []
+        times[side] = []
         for i in range(views):
             start = time.perf_counter()
-            preview = render_preview(run, orbit.subset([i]))
-            times[side, "viewer"].append(time.perf_counter() - start)
-            start = time.perf_counter()
-            full = run.render_view(orbit, i)
-            times[side, "render_view"].append(time.perf_counter() - start)
-            times[side, "psnr"].append(psnr(preview.rgb, full.rgb))
+            run.render_view(orbit.subset([i]), 0)
+            times[side].append(time.perf_counter() - start)
     return times
 
 
@@ -123,13 +117,11 @@ def main() -> None:
             run_dir = Path(tmp) / "lego_100"
             train(run_dir, args.threads, ["--max-time", "60"])
         times = render_times(run_dir, [int(s) for s in args.sizes.split(",")], args.views, args.threads)
-    print(f"| view (px) | viewer: median s (min-max) | Run.render_view: median s (min-max) | viewer vs render_view "
-          f"PSNR (min) |  ({args.views} orbit views, {args.threads} threads)")
-    print("|---|---|---|---|")
-    for side in sorted({side for side, _ in times}):
-        v, r, p = times[side, "viewer"], times[side, "render_view"], times[side, "psnr"]
-        print(f"| {side}x{side} | {statistics.median(v):.3f} ({min(v):.3f}-{max(v):.3f}) | "
-              f"{statistics.median(r):.3f} ({min(r):.3f}-{max(r):.3f}) | {min(p):.1f} dB |")
+    print(f"| view (px) | median s | min s | max s | µs per ray |  ({args.views} orbit views, {args.threads} threads)")
+    print("|---|---|---|---|---|")
+    for side, t in times.items():
+        print(f"| {side}x{side} | {statistics.median(t):.3f} | {min(t):.3f} | {max(t):.3f} | "
+              f"{1e6 * statistics.median(t) / side**2:.0f} |")
     if args.training:
         rates = {False: [], True: []}
         for _ in range(args.repeats):

@@ -13,7 +13,6 @@ viewer's maximum (and the browser canvas).
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 import warnings
@@ -27,8 +26,7 @@ import viser.transforms as vtf
 from scipy.spatial.transform import Rotation
 
 from voxnerf.cameras import Cameras
-from voxnerf.device import amp_dtype_for
-from voxnerf.evaluate import View, render_view, target_image
+from voxnerf.evaluate import View, target_image
 from voxnerf.export.view import colormap, grid_to_unit, occupied_cells
 from voxnerf.keyframes import Keyframe, interpolate, write_camera_path
 from voxnerf.run import Run, SceneRecord
@@ -46,8 +44,6 @@ FRUSTUM_SCALE = 0.08  # frustum size as a fraction of the cameras' median distan
 LINE_PIXELS = 1.5  # frustum and path line width
 PULL_BACK = 1.3  # browsers start this many times farther from the scene center than the first training camera,
 VIEW_TURN = np.radians(25.0)  # turned by this angle about the up axis (so that its frustum is off-center)
-PREVIEW_TRANSMITTANCE = 1e-2  # viewer rays stop here (a pixel's color is off by at most 1%), training's at 1e-4
-PREVIEW_CHUNK = 65536  # rays per renderer call: a 256 px view in one call
 FAR_DEPTH = 160.0  # depth sent for background pixels: behind everything (viser's depth images reach 167.77)
 PATH_FRAMES_SHOWN = 100  # samples of the camera path drawn in the scene
 KEYFRAME_COLOR = (230, 120, 20)
@@ -80,15 +76,6 @@ def browser_camera(camera: viser.CameraHandle, side: int) -> Cameras:
 def camera_pose(camera: viser.CameraHandle) -> np.ndarray:
     """(3, 4) camera-to-world matrix (OpenCV convention) of a browser camera."""
     return np.concatenate([vtf.SO3(camera.wxyz).as_matrix(), np.asarray(camera.position)[:, None]], 1)
-
-
-def render_preview(run: Run, cameras: Cameras) -> View:
-    """Camera 0 of `cameras` rendered as `Run.render_view` renders it, but with rays stopped at a transmittance of
-    PREVIEW_TRANSMITTANCE (at least) and in chunks of PREVIEW_CHUNK rays: what the viewer shows."""
-    cfg = dataclasses.replace(run.config.render,
-                              transmittance_min=max(run.config.render.transmittance_min, PREVIEW_TRANSMITTANCE))
-    return render_view(run.model, cameras, 0, run.background, cfg, run.device,
-                       amp_dtype_for(run.config.precision, run.device), PREVIEW_CHUNK)
 
 
 def z_depth(view: View, camera: Cameras) -> np.ndarray:
@@ -338,7 +325,7 @@ class Viewer:
                 continue
             view.moved, view.version = False, self.version
             camera = browser_camera(client.camera, self.sides[level])
-            frame = render_preview(self.run, camera)
+            frame = self.run.render_view(camera, 0)
             with warnings.catch_warnings():  # a browser that closed meanwhile only misses this frame
                 warnings.simplefilter("ignore", UserWarning)
                 client.scene.set_background_image(to_uint8(frame.rgb), format="jpeg", jpeg_quality=90,
