@@ -80,7 +80,7 @@ def training_rays_per_second(steps: int, threads: int, watch: bool) -> float:
 
 
 def train_watched(out: Path, threads: int, extra: list[str]) -> None:
-    """Train with --viewer while headless Chromium watches; stop the viewer (SIGINT) once training is scored."""
+    """Train with --viewer while headless Chromium watches; stop the viewer (SIGTERM) once training is scored."""
     import signal
 
     from playwright.sync_api import sync_playwright
@@ -97,7 +97,7 @@ def train_watched(out: Path, threads: int, extra: list[str]) -> None:
             if "shows the trained field" in line:
                 break
         browser.close()
-    server.send_signal(signal.SIGINT)
+    server.send_signal(signal.SIGTERM)
     server.wait()
 
 

@@ -166,7 +166,7 @@ def test_browser_page_shows_the_rendered_field(run_dir: Path, tmp_path: Path):
         url = next(line.split()[1] for line in server.stdout if line.startswith("viewer "))
         seen = browser_center(url, expected, tmp_path / "page.png")
     finally:
-        server.send_signal(signal.SIGINT)
+        server.send_signal(signal.SIGTERM)  # as Ctrl-C; SIGINT is ignored where pytest runs in the background
         code = server.wait(timeout=60)
     assert code == 0, server.stderr.read()
     blank = [np.zeros(3), np.ones(3)]  # an empty canvas, the scene's background

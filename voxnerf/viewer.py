@@ -13,6 +13,7 @@ viewer's maximum (and the browser canvas).
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 import warnings
@@ -335,13 +336,18 @@ class Viewer:
         return False
 
     def serve(self, poll: float = 0.01) -> None:
-        """Render due frames until Ctrl-C."""
+        """Render due frames until Ctrl-C or SIGTERM (call from the main thread)."""
+        signal.signal(signal.SIGTERM, _interrupt)  # a clean stop even where SIGINT is ignored (background jobs)
         try:
             while True:
                 if not self.render_due():
                     time.sleep(poll)
         except KeyboardInterrupt:
             pass
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def live_run(trainer: Trainer) -> Run:
