@@ -7,7 +7,7 @@ import sys
 import typer
 
 from voxnerf.errors import VoxnerfError
-from voxnerf_cli import demo, evaluate, export, info, process, render, scene, train, view
+from voxnerf_cli import demo, evaluate, export, info, process, render, scene, train, view, viewer
 
 app = typer.Typer(
     help="Sparse-voxel NeRF: train on posed photos, render, export meshes and point clouds.",
@@ -24,6 +24,7 @@ app.command("demo")(demo.demo)
 app.add_typer(scene.app, name="scene")
 app.command("export")(export.export)
 app.command("view")(view.view)
+app.command("viewer")(viewer.viewer)
 
 
 @app.callback()

@@ -8,6 +8,7 @@ import typer
 
 from voxnerf.device import resolve_device
 from voxnerf.distributed import launch_local
+from voxnerf.errors import VoxnerfError
 from voxnerf.session import TrainOutcome, check_out, parse_times, prepare, profile_steps, train_run, worker_threads
 from voxnerf.trainer import Trainer
 from voxnerf_cli.evaluate import mean_line
@@ -52,20 +53,32 @@ def train(
                                                  "(images_N/) where present, else resized on load."),
     format: str = typer.Option(None, "--format", help="Read SCENE as this format (default: detected; see "
                                                       "`voxnerf info`)."),
+    viewer: bool = typer.Option(False, "--viewer", help="Serve a web viewer of the training (its URL is printed); "
+                                                        "it stays up after training until Ctrl-C."),
+    viewer_port: int = typer.Option(8080, help="The --viewer's port (the next free one when taken)."),
 ) -> None:
     """Train a sparse-voxel field on SCENE; checkpoints, metrics and test scores go to the run folder."""
     out = out or Path("runs") / scene.resolve().name
     if profile:
         return _profile(scene, config, out, device, resume, set_, threads, quiet)
+    live = None
+    if viewer:
+        from voxnerf.viewer import TrainingViewer  # viser loads only for --viewer
+
+        live = TrainingViewer(port=viewer_port, say=typer.echo)
     options = dict(device=device, resume=resume, overwrite=overwrite, init=init, sets=set_, max_steps=max_steps,
                    max_time=max_time, threads=threads, eval_at=parse_times(eval_at), quiet=quiet,
-                   downscale=downscale, format=format)
+                   downscale=downscale, format=format, on_step=[live] if live else [])
+    if nproc != 1 and live:
+        raise VoxnerfError("--viewer: not with --nproc (train with one process to watch it)")
     if nproc != 1:
         options["threads"] = worker_threads(threads, nproc)
         check_out(out, resume, overwrite)
         code = launch_local(nproc, train_and_report, scene, config, out, options)
     else:
         code = train_and_report(scene, config, out, options)
+    if live:
+        live.serve_after_training(code)
     if code:
         raise typer.Exit(code)
 

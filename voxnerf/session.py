@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 
@@ -177,11 +177,13 @@ def train_run(scene_dir: Path, config: Path | None, out: Path, *, device: str = 
               overwrite: bool = False, init: Path | None = None, sets: list[str] = (), max_steps: int | None = None,
               max_time: float | None = None, threads: int | None = None, eval_at: tuple[float, ...] = (),
               quiet: bool = False, downscale: int = 1, format: str | None = None,
-              say: Callable[[str], None] = silent) -> TrainOutcome:
+              say: Callable[[str], None] = silent,
+              on_step: Sequence[Callable[[Trainer, dict], None]] = ()) -> TrainOutcome:
     """Load the scene, train, checkpoint, and score the test split into OUT/eval.json (skipped after Ctrl-C).
 
     Under torchrun (or `launch_local`) every rank calls this; they train together and rank 0 writes and scores.
-    The preset picked for the scene (without `config`) is told to `say`.
+    The preset picked for the scene (without `config`) is told to `say`; `on_step` hooks run after every step
+    (see `Trainer`).
     """
     out = Path(out)
     check_out(out, resume, overwrite)
@@ -190,7 +192,7 @@ def train_run(scene_dir: Path, config: Path | None, out: Path, *, device: str = 
                          downscale, format, say)
     with world_from_env(device) as world:
         trainer = Trainer(scene, cfg, out, world.device, resume=resume, init=init, eval_at=eval_at, quiet=quiet,
-                          world=world)
+                          world=world, on_step=on_step)
         world.copy_from_main(trainer.model)
         done = trainer.train()
         if not done["interrupted"]:

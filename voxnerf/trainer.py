@@ -6,6 +6,7 @@ import json
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -42,13 +43,16 @@ class Trainer:
         eval_at: training times (seconds) at which to evaluate the test views; evaluation time is not counted.
         quiet: no progress bar.
         world: this process's rank in a multi-process job (default: a single process); see voxnerf.distributed.
+        on_step: callables run after each step as hook(trainer, stats) (e.g. voxnerf.viewer.TrainingViewer); their
+            time is not training time.
     """
 
     def __init__(self, scene: Scene, cfg: TrainConfig, out: Path, device: torch.device, resume: bool = False,
                  init: Path | None = None, eval_at: tuple[float, ...] = (), quiet: bool = False,
-                 world: World | None = None):
+                 world: World | None = None, on_step: Sequence[Callable[[Trainer, dict], None]] = ()):
         self.scene, self.cfg, self.out, self.device, self.quiet = scene, cfg, Path(out), device, quiet
         self.world = world or World()
+        self.on_step = list(on_step)
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         self.amp_dtype = amp_dtype_for(cfg.precision, device)
@@ -221,6 +225,8 @@ class Trainer:
                 bar.refresh()
                 if self.step % self.cfg.checkpoint_every == 0:
                     self.checkpoint()
+                for hook in self.on_step:
+                    hook(self, stats)
         except KeyboardInterrupt:
             interrupted = True
         finally:
