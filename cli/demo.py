@@ -10,12 +10,13 @@ import voxnerf_scenes
 from voxnerf.errors import VoxnerfError
 from voxnerf.export import export_mesh, export_pointcloud
 from voxnerf.export.output import summary
+from voxnerf.interrupt import exit_status
 from voxnerf.renders import render_run
 from voxnerf.run import load_run
 from voxnerf.session import preset_path, train_run
 from voxnerf_cli.export import chosen_level
 from voxnerf_cli.render import print_rendered
-from voxnerf_cli.train import INTERRUPTED, print_outcome
+from voxnerf_cli.train import interrupted_line, print_outcome
 
 STAGES = 4
 
@@ -55,9 +56,8 @@ def demo(
     outcome = train_run(scene_dir, preset_path("fast-cpu"), out / "run", device=device, overwrite=True,
                         max_time=max_time, threads=threads)
     if outcome.interrupted:
-        typer.echo(f"interrupted; checkpoint saved to {outcome.checkpoint} (continue with "
-                   f"voxnerf train {scene_dir} --out {outcome.out} --resume)", err=True)
-        raise typer.Exit(INTERRUPTED)
+        typer.echo(interrupted_line(outcome, f"voxnerf train {scene_dir} --out {outcome.out} --resume"), err=True)
+        raise typer.Exit(exit_status(outcome.signal))
     stage(3, "rendering the test views and an orbit")
     rendered = render_run(outcome.out, frames=48, device=device)
     stage(4, "exporting a mesh and a point cloud")

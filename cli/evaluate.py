@@ -7,8 +7,10 @@ from pathlib import Path
 import typer
 
 from voxnerf.device import resolve_device
-from voxnerf.evaluate import write_scores
+from voxnerf.errors import VoxnerfError
 from voxnerf.run import load_run
+from voxnerf.run_folder import RunLock, scene_mismatch
+from voxnerf.session import save_scores
 
 
 def mean_line(result: dict) -> str:
@@ -37,7 +39,13 @@ def eval_command(
 ) -> None:
     """Render the split's views and score them; writes RUN/eval.json (eval_SPLIT.json for other splits)."""
     loaded = load_run(run, resolve_device(device), scene)
-    result = loaded.evaluate(split=split, every=every)
-    path = write_scores(result, loaded.path)
+    if scene is not None:
+        why = scene_mismatch(loaded.record, loaded.scene())
+        if why:
+            raise VoxnerfError(f"--scene {scene}: not the scene {loaded.path} was trained on ({why}); its scores "
+                               f"would not describe this run")
+    with RunLock(loaded.path, typer.echo):
+        result = loaded.evaluate(split=split, every=every)
+        path = save_scores(result, loaded.path)
     print_scores(result)
     typer.echo(f"scores      {path}")

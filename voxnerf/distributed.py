@@ -22,11 +22,14 @@ so ranks sharing a GPU fall back to gloo). The NCCL path is the same code with C
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import re
+import signal
 import socket
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +47,10 @@ DUMP_ENV = "VOXNERF_TEST_DUMP_RANKS"  # tests only: a folder where every rank sa
 TOPOLOGY = ("state size", "integer state checksum", "occupied cells")
 PARAMETERS = ("parameter sum", "float buffer sum")
 CHECKSUM_PRIME = 2**31 - 1
+
+
+class PeerLost(VoxnerfError):
+    """A collective failed: another rank died or hung."""
 
 
 def choose_backend(device: torch.device, local_world_size: int) -> str:
@@ -142,6 +149,14 @@ class World:
         self._run("broadcast of the training clock", dist.broadcast, t, src=0)
         return t.item()
 
+    def any_(self, flag: bool) -> bool:
+        """Whether `flag` holds on any rank (a stop request that one rank received stops them all together)."""
+        if self.size == 1:
+            return flag
+        t = torch.tensor([float(flag)], dtype=torch.float64, device=self.comm_device)
+        self._run("stop request", dist.all_reduce, t, op=dist.ReduceOp.MAX)
+        return t.item() > 0
+
     def max_(self, t: torch.Tensor) -> torch.Tensor:
         """`t` replaced in place by its element-wise maximum over the ranks; returns it."""
         if self.size == 1:
@@ -180,7 +195,7 @@ class World:
         try:
             collective(*args, **kwargs)
         except RuntimeError as e:  # gloo and NCCL report a lost peer or a timeout as RuntimeError subclasses
-            raise VoxnerfError(
+            raise PeerLost(
                 f"rank {self.rank}: {what} failed: another worker died or hung (collective timeout "
                 f"{self.timeout_s:g} s, {TIMEOUT_ENV}): {first_sentence(e)}") from None
 
@@ -357,12 +372,40 @@ def launch_local(nproc: int, fn: Callable[..., int], *args) -> int:
 
     Returns:
         0 when every worker succeeded, else the failed worker's exit status; a worker killed by a signal or one
-        exiting with another status than 2 (a reported error) or 130 (interrupted) is reported on stderr.
+        exiting with another status than 2 (a reported error), 130 or 143 (stopped by SIGINT or SIGTERM, after
+        saving) is reported on stderr. SIGTERM to this process reaches the workers.
     """
-    from torch.multiprocessing import ProcessExitedException, ProcessRaisedException, start_processes
+    from torch.multiprocessing import start_processes
 
     context = start_processes(_worker, args=(nproc, free_port(), fn, args), nprocs=nproc, join=False,
                               start_method="spawn")
+    with forward_sigterm(context.processes):
+        return _join(context, nproc)
+
+
+@contextlib.contextmanager
+def forward_sigterm(processes: list):
+    """While entered (in the main thread), SIGTERM to this process is passed on to the live `processes` (which
+    save and exit) instead of ending it before them."""
+    def forward(signum, frame):
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, forward)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _join(context, nproc: int) -> int:
+    """Wait for the workers of `context` (see `launch_local`); returns the job's exit status."""
+    from torch.multiprocessing import ProcessExitedException, ProcessRaisedException
+
     while True:
         try:
             if context.join():
@@ -370,7 +413,7 @@ def launch_local(nproc: int, fn: Callable[..., int], *args) -> int:
         except KeyboardInterrupt:
             continue
         except ProcessExitedException as e:
-            if e.signal_name or e.exit_code not in (2, 130):
+            if e.signal_name or e.exit_code not in (2, 130, 143):
                 how = f"was killed by {e.signal_name}" if e.signal_name else f"exited with status {e.exit_code}"
                 print(f"voxnerf: error: worker {e.error_index} of {nproc} {how}; the other workers were stopped",
                       file=sys.stderr, flush=True)

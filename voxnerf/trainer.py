@@ -15,8 +15,9 @@ from voxnerf.cameras import Cameras
 from voxnerf.checkpoint import CHECKPOINT, load_checkpoint, save_atomic
 from voxnerf.config import TrainConfig, config_to_dict
 from voxnerf.device import amp_dtype_for
-from voxnerf.distributed import World
+from voxnerf.distributed import PeerLost, World
 from voxnerf.evaluate import View, render_view, score_split, write_scores
+from voxnerf.interrupt import StopRequest
 from voxnerf.metrics import mse_to_psnr
 from voxnerf.model import Model
 from voxnerf.normalize import space_for
@@ -57,6 +58,7 @@ class Trainer:
         self.generator = self.world.generator(cfg.seed)
         self.step, self.elapsed, self.n_rays = 0, 0.0, cfg.optim.min_rays
         self.eval_at = sorted(eval_at)
+        self.stop = StopRequest()  # enter it (as train_run does) to stop between steps on SIGINT and SIGTERM
         self.snapshots: list[dict] = []
         self.model = Model.build(cfg.field, cfg.levels[0].resolution, space_for(scene, cfg.space), cfg.seed)
         if init is not None:
@@ -201,14 +203,26 @@ class Trainer:
                 bar.refresh()
                 if self.step % self.cfg.checkpoint_every == 0:
                     self.checkpoint()
+                if self.world.any_(self.stop.requested):
+                    interrupted = True
+                    break
         except KeyboardInterrupt:
             interrupted = True
+        except PeerLost as e:
+            raise self._saved_after(e) from None
         finally:
             bar.close()
             if logger is not None:
                 logger.close()
         self.checkpoint()
         return {"step": self.step, "elapsed": self.elapsed, "interrupted": interrupted, "snapshots": self.snapshots}
+
+    def _saved_after(self, error: PeerLost) -> PeerLost:
+        """`error` (a lost peer) once rank 0 has saved its latest state, with a note saying where."""
+        if not self.world.is_main:
+            return error
+        self.checkpoint()
+        return PeerLost(f"{error}; rank 0 saved its latest state (step {self.step}) to {self.out / CHECKPOINT}")
 
     def _snapshot_if_due(self) -> None:
         while self.eval_at and self.elapsed >= self.eval_at[0]:
