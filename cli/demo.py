@@ -7,13 +7,14 @@ from pathlib import Path
 import typer
 
 import voxnerf_scenes
+from voxnerf.device import resolve_device
 from voxnerf.errors import VoxnerfError
 from voxnerf.export import export_mesh, export_pointcloud
 from voxnerf.export.output import summary
 from voxnerf.interrupt import exit_status
 from voxnerf.renders import render_run
 from voxnerf.run import load_run
-from voxnerf.session import preset_path, train_run
+from voxnerf.session import build_config, preset_path, train_run
 from voxnerf_cli.export import chosen_level
 from voxnerf_cli.render import print_rendered
 from voxnerf_cli.train import interrupted_line, print_outcome
@@ -49,6 +50,8 @@ def demo(
     """Make a toy scene, train on it with configs/fast-cpu.yaml, score, render and export it; prints the paths."""
     if scene not in voxnerf_scenes.SCENES:
         raise VoxnerfError(f"--scene {scene}: unknown toy scene (known: {', '.join(voxnerf_scenes.SCENES)})")
+    resolve_device(device)
+    build_config(preset_path("fast-cpu"), [], None, max_time, threads)  # bad options fail before stage 1
     stage(1, f"rendering the toy scene '{scene}' (ground truth) into {out / 'scene'}")
     scene_dir = voxnerf_scenes.make_scene(scene, out / "scene", n_train=60, n_val=5, n_test=10, size=64,
                                           n_samples=256, progress=True)

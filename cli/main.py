@@ -68,10 +68,16 @@ def run(args: list[str]) -> int:
     return 0
 
 
+class WarningLines(logging.Handler):
+    """A `voxnerf` logger warning as one `voxnerf: warning: ...` line on the current stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"voxnerf: warning: {record.getMessage()}", file=sys.stderr)
+
+
 def show_warnings() -> None:
-    """Send the `voxnerf` logger's warnings (e.g. a camera repaired on loading) to stderr, one line each."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("voxnerf: warning: %(message)s"))
+    """Send the `voxnerf` logger's warnings (e.g. a camera repaired on loading) to stderr (once per process)."""
     logger = logging.getLogger("voxnerf")
-    logger.addHandler(handler)
-    logger.propagate = False
+    if not any(isinstance(h, WarningLines) for h in logger.handlers):
+        logger.addHandler(WarningLines(logging.WARNING))
+        logger.propagate = False

@@ -185,12 +185,15 @@ def train_run(scene_dir: Path, config: Path | None, out: Path, *, device: str = 
     out = Path(out)
     main = int(os.environ.get("RANK", "0")) == 0
     check_out(out, resume, overwrite)
+    torch_device = resolve_device(device)
     scene, cfg = prepare(scene_dir, config, out, resume, list(sets), max_steps, max_time, threads, say)
+    if init is not None:
+        check_fits(load_checkpoint(init), Path(init), "--init", cfg)
     with RunLock(out, say) if main else contextlib.nullcontext():
         if main:
             check_out(out, resume, overwrite)  # again: another writer may have finished in the meantime
-            start_writing(out, scene, cfg, resume, overwrite, init, say)
-        with world_from_env(resolve_device(device)) as world:
+            start_writing(out, scene, cfg, resume, overwrite, say)
+        with world_from_env(torch_device) as world:
             trainer = Trainer(scene, cfg, out, world.device, resume=resume, init=init, eval_at=eval_at, quiet=quiet,
                               world=world)
             world.copy_from_main(trainer.model)
@@ -206,9 +209,9 @@ def train_run(scene_dir: Path, config: Path | None, out: Path, *, device: str = 
     return outcome
 
 
-def start_writing(out: Path, scene: Scene, cfg: TrainConfig, resume: bool, overwrite: bool, init: Path | None,
+def start_writing(out: Path, scene: Scene, cfg: TrainConfig, resume: bool, overwrite: bool,
                   say: Callable[[str], None]) -> None:
-    """Rank 0, holding the lock, before training: the checkpoints to start from must fit the scene and the
+    """Rank 0, holding the lock, before training: the checkpoint to resume must fit the scene and the
     configuration; leftovers of killed writes go, and so does an earlier run's output (--overwrite) or the metric
     rows past the checkpoint (--resume)."""
     if resume:
@@ -218,8 +221,6 @@ def start_writing(out: Path, scene: Scene, cfg: TrainConfig, resume: bool, overw
         dropped = trim_metrics(out, ckpt["step"])
         if dropped:
             say(f"note: dropped {dropped} metric rows logged after the checkpoint's step {ckpt['step']}")
-    if init is not None:
-        check_fits(load_checkpoint(init), Path(init), "--init", cfg)
     orphans = remove_orphans(out)
     if orphans:
         say(f"note: removed {len(orphans)} temporary file(s) of a checkpoint write that was killed")

@@ -1,7 +1,8 @@
 """Scene loaders, one module per format, chosen by what the folder holds.
 
 Each format module has `NAME`, `detect(root) -> bool` and `load(root, with_images, downscale) -> Scene`.
-Detection tries FORMATS in order: LLFF comes before COLMAP because LLFF scenes usually ship the COLMAP model
+Every scene's cameras and splits are checked here, whatever the format (`check_cameras`, `check_splits`); loaders
+whose bounds depend on the cameras check them before computing bounds too. Detection tries FORMATS in order: LLFF comes before COLMAP because LLFF scenes usually ship the COLMAP model
 (`sparse/0/`) they were made from, and `poses_bounds.npy` is the more specific sign.
 """
 
@@ -9,7 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from voxnerf.data import blender, colmap, llff, nerfstudio, neus
+from voxnerf.data.common import check_cameras, check_splits
 from voxnerf.errors import SceneError
 from voxnerf.scene import Scene
 
@@ -40,4 +44,10 @@ def load_scene(path: str | Path, with_images: bool = True, downscale: int = 1) -
         raise SceneError(root, "not a folder")
     if not any(root.iterdir()):
         raise SceneError(root, "folder is empty")
-    return detect_format(root).load(root, with_images=with_images, downscale=downscale)
+    fmt = detect_format(root)
+    with np.errstate(all="ignore"):  # a broken camera is reported by check_cameras below, not as numpy warnings
+        scene = fmt.load(root, with_images=with_images, downscale=downscale)
+    source = root / getattr(fmt, "FILE", "")
+    scene.cameras = check_cameras(scene.cameras, source, scene.image_paths)
+    check_splits(scene.splits, source)
+    return scene
