@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from voxnerf.checkpoint import load_checkpoint
 from voxnerf.device import resolve_device
 from voxnerf.errors import VoxnerfError
 from voxnerf.run import load_run
@@ -40,7 +41,7 @@ def eval_command(
     """Render the split's views and score them; writes RUN/eval.json (eval_SPLIT.json for other splits)."""
     loaded = load_run(run, resolve_device(device), scene)
     if scene is not None:
-        why = scene_mismatch(loaded.record, loaded.scene())
+        why = scene_mismatch(load_checkpoint(loaded.path)["scene"], loaded.scene())
         if why:
             raise VoxnerfError(f"--scene {scene}: not the scene {loaded.path} was trained on ({why}); its scores "
                                f"would not describe this run")

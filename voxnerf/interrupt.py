@@ -18,8 +18,10 @@ def exit_status(signum: int) -> int:
 
 
 class StopRequest:
-    """While entered, SIGINT and SIGTERM set `signum` instead of interrupting; the previous handlers come back on
-    exit. Outside the main thread (where Python cannot catch signals) it does nothing.
+    """While entered, SIGINT and SIGTERM set `signum` instead of interrupting. The previous handlers come back on
+    exit unless a signal came: the process is then on its way out, and a Ctrl-C more must not break its last steps
+    (releasing the run folder, the interpreter's exit) with a traceback. Outside the main thread (where Python
+    cannot catch signals) it does nothing.
 
     Attributes:
         signum: the first signal received, or None.
@@ -39,8 +41,9 @@ class StopRequest:
         return self
 
     def __exit__(self, *exc) -> None:
-        for s, handler in self.previous.items():
-            signal.signal(s, handler)
+        if self.signum is None:
+            for s, handler in self.previous.items():
+                signal.signal(s, handler)
 
     def _note(self, signum: int, frame) -> None:
         name = signal.Signals(signum).name
@@ -48,5 +51,5 @@ class StopRequest:
             self.signum = signum
             print(f"voxnerf: {name}: stopping after this step and saving a checkpoint", file=sys.stderr, flush=True)
         else:
-            print(f"voxnerf: {name} again: still saving (the previous checkpoint stays intact until the new one is "
-                  f"complete)", file=sys.stderr, flush=True)
+            print(f"voxnerf: {name} again: still saving and exiting (the previous checkpoint stays intact until the "
+                  f"new one is complete)", file=sys.stderr, flush=True)

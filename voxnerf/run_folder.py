@@ -11,6 +11,7 @@ erase the holder's name that a refused writer prints.)
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -130,14 +131,30 @@ def clear_outputs(folder: Path) -> None:
             path.unlink(missing_ok=True)
 
 
-def scene_mismatch(record, scene) -> str | None:
-    """Why `scene` (a loaded Scene) is not the scene of a run's `record` (a SceneRecord), or None when it is: the
-    same format, box of interest and near/far (a scene folder moved elsewhere still matches)."""
-    if scene.format != record.format:
-        return f"it is a {scene.format} scene, the run was trained on a {record.format} scene"
-    scale = float(np.max(np.abs(record.bbox))) + 1e-9
-    if not np.allclose(np.asarray(scene.bbox), record.bbox, rtol=1e-4, atol=1e-6 * scale):
+def scene_fingerprint(scene) -> str:
+    """A short hash of a loaded Scene's cameras and image content (every 7th value of each image), which the
+    checkpoint keeps: two toy scenes rendered from the same cameras differ in it, a moved copy does not."""
+    digest = hashlib.sha1()
+    cameras = scene.cameras
+    for array in (cameras.c2w, cameras.intrinsics, cameras.sizes):
+        digest.update(np.round(np.asarray(array, np.float64), 6).tobytes())
+    for image in scene.images or []:
+        digest.update(np.ascontiguousarray(image.reshape(-1)[::7]).tobytes())
+    return digest.hexdigest()[:16]
+
+
+def scene_mismatch(recorded: dict, scene) -> str | None:
+    """Why `scene` (a loaded Scene, images included) is not the scene a checkpoint's `recorded` scene dict
+    (`SceneRecord.to_dict`, with the fingerprint `Trainer.checkpoint` adds) describes, or None when it is. A scene
+    folder moved elsewhere still matches; checkpoints without a fingerprint are compared by format and bounds."""
+    if scene.format != recorded["format"]:
+        return f"it is a {scene.format} scene, the run was trained on a {recorded['format']} scene"
+    if "fingerprint" in recorded and recorded["fingerprint"] != scene_fingerprint(scene):
+        return "its cameras or images differ from those the run was trained on"
+    bbox = np.asarray(recorded["bbox"], np.float64)
+    if not np.allclose(np.asarray(scene.bbox), bbox, rtol=1e-4, atol=1e-6 * (float(np.abs(bbox).max()) + 1e-9)):
         return "its box of interest differs from the one the run recorded"
-    if not np.isclose(scene.near, record.near, rtol=1e-4) or not np.isclose(scene.far, record.far, rtol=1e-4):
+    if not np.isclose(scene.near, recorded["near"], rtol=1e-4) or not np.isclose(scene.far, recorded["far"],
+                                                                                  rtol=1e-4):
         return "its near/far range differs from the one the run recorded"
     return None

@@ -23,7 +23,6 @@ from voxnerf.distributed import dump_rank_state, world_from_env
 from voxnerf.errors import VoxnerfError
 from voxnerf.evaluate import scores_path, write_scores
 from voxnerf.layout import detect_layout
-from voxnerf.run import SceneRecord
 from voxnerf.run_folder import RunLock, clear_outputs, remove_orphans, scene_mismatch, trim_metrics
 from voxnerf.scene import Scene
 from voxnerf.trainer import Trainer
@@ -237,11 +236,9 @@ def check_fits(ckpt: dict, path: Path, option: str, cfg: TrainConfig, scene: Sce
     if differs:
         raise VoxnerfError(f"{option} {path}: its field differs from this run's configuration (field "
                            f"{', '.join(differs)}); a checkpoint only continues a field of its own shape")
-    if scene is not None:
-        record = SceneRecord.from_dict(ckpt["scene"])
-        why = scene_mismatch(record, scene)
-        if why:
-            raise VoxnerfError(f"{option} {path}: it was trained on {record.root}, not on {scene.root} ({why})")
+    why = scene_mismatch(ckpt["scene"], scene) if scene is not None else None
+    if why:
+        raise VoxnerfError(f"{option} {path}: it was trained on {ckpt['scene']['root']}, not on {scene.root} ({why})")
 
 
 def score(trainer: Trainer, outcome: TrainOutcome) -> None:

@@ -24,6 +24,7 @@ from voxnerf.normalize import space_for
 from voxnerf.ray_sampler import RaySampler
 from voxnerf.renderer import RenderConfig, render_rays
 from voxnerf.run import SceneRecord
+from voxnerf.run_folder import scene_fingerprint
 from voxnerf.scene import Scene
 from voxnerf.strategy import TopologyStrategy
 
@@ -59,6 +60,7 @@ class Trainer:
         self.step, self.elapsed, self.n_rays = 0, 0.0, cfg.optim.min_rays
         self.eval_at = sorted(eval_at)
         self.stop = StopRequest()  # enter it (as train_run does) to stop between steps on SIGINT and SIGTERM
+        self.fingerprint = scene_fingerprint(scene)  # checkpoints name their scene's content (voxnerf.run_folder)
         self.snapshots: list[dict] = []
         self.model = Model.build(cfg.field, cfg.levels[0].resolution, space_for(scene, cfg.space), cfg.seed)
         if init is not None:
@@ -101,7 +103,7 @@ class Trainer:
             "n_rays": self.n_rays,
             "rng": self.generator.get_state(),
             "scaler": self.scaler.state_dict(),
-            "scene": SceneRecord.of(self.scene, self.model.space).to_dict(),
+            "scene": {**SceneRecord.of(self.scene, self.model.space).to_dict(), "fingerprint": self.fingerprint},
             "snapshots": self.snapshots,
         }, self.out / CHECKPOINT)
 
