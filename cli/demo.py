@@ -45,7 +45,8 @@ def demo(
     scene: str = typer.Option("sphere", help="Toy scene: " + ", ".join(voxnerf_scenes.SCENES) + "."),
     max_time: float = typer.Option(None, help="Seconds of training (default: the fast-cpu preset's budget)."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
-    threads: int = typer.Option(None, help="torch CPU threads (default: torch's choice)."),
+    threads: int = typer.Option(None, help="torch CPU threads (default: one per core that other processes leave "
+                                           "free, rechecked every 2 s)."),
 ) -> None:
     """Make a toy scene, train on it with configs/fast-cpu.yaml, score, render and export it; prints the paths."""
     if scene not in voxnerf_scenes.SCENES:

@@ -39,7 +39,8 @@ def train(
     init: Path = typer.Option(None, help="Checkpoint (or run folder) whose field starts this run (fine-tuning)."),
     set_: list[str] = typer.Option([], "--set", help="Override a config field, e.g. --set optim.lr_grid=0.05."),
     eval_at: str = typer.Option(None, help="Training seconds at which to score the test views, e.g. 60,120."),
-    threads: int = typer.Option(None, help="torch CPU threads (default: torch's choice); with --nproc, in all."),
+    threads: int = typer.Option(None, help="torch CPU threads (default: one per core that other processes leave "
+                                           "free, rechecked every 2 s); with --nproc, in all (default: torch's)."),
     nproc: int = typer.Option(1, help="Train with this many local worker processes (threads split among them); "
                                       "for several machines use torchrun (see the README)."),
     profile: bool = typer.Option(False, help="Profile 10 steps into OUT/profile.json (Chrome trace) and stop "

@@ -67,7 +67,7 @@ class TrainConfig:
     log_every: int = 50  # steps between metric lines (CSV/JSONL/TensorBoard)
     checkpoint_every: int = 1000  # steps between atomic checkpoints
     eval_every_view: int = 1  # evaluate every k-th test view at the end (1 = all)
-    threads: int = 0  # torch CPU threads (0 = torch's default)
+    threads: int = 0  # torch CPU threads (0 = one per core that other processes leave free, rechecked every 2 s)
 
 
 def _build(cls, data: dict, where: str):

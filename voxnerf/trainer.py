@@ -27,6 +27,7 @@ from voxnerf.run import SceneRecord
 from voxnerf.run_folder import scene_fingerprint
 from voxnerf.scene import Scene
 from voxnerf.strategy import TopologyStrategy
+from voxnerf.threads import ThreadBudget
 
 
 class Trainer:
@@ -51,8 +52,8 @@ class Trainer:
                  world: World | None = None):
         self.scene, self.cfg, self.out, self.device, self.quiet = scene, cfg, Path(out), device, quiet
         self.world = world or World()
-        if cfg.threads:
-            torch.set_num_threads(cfg.threads)
+        # threads 0: follow the cores other processes leave free (one process; ranks keep torch's count)
+        self.threads = ThreadBudget(cfg.threads or (0 if self.world.size == 1 else torch.get_num_threads()))
         self.amp_dtype = amp_dtype_for(cfg.precision, device)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp_dtype == torch.float16 and device.type == "cuda")
         self.strategy = TopologyStrategy(cfg.occupancy, cfg.levels, cfg.render.step_ratio, self.world.max_)
@@ -186,6 +187,7 @@ class Trainer:
         rays_done, t_window = 0, time.perf_counter()
         try:
             while self.progress() < 1.0:
+                self.threads.adjust()
                 t0 = time.perf_counter()
                 stats = self.train_step()
                 self.step += 1
