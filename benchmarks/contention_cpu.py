@@ -4,7 +4,8 @@ low-priority process (`nice -n 19`, a Python busy loop pinned to no core, in its
 Each run is `voxnerf train` in its own process for `--budget` seconds of training; the busy loop starts before
 the run and is killed after it. Runs alternate (idle, busy, idle, busy, ... for each thread setting) so that both
 conditions see the same machine. Reported: the median rays/s of the second half of each run's metric rows, the
-steps, and the final test PSNR (every 25th test view), then per setting the median busy/idle ratio.
+steps, the final test PSNR (every 25th test view) and the 1-minute load average at the end of the run (other
+users' jobs show there), then per setting the median busy/idle ratio.
 
     python benchmarks/contention_cpu.py                       # the default thread choice, 120 s each
     python benchmarks/contention_cpu.py --threads auto,1,2 --budget 60 --repeats 2
@@ -52,8 +53,7 @@ def train(out: Path, budget: float, threads: str) -> dict:
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     tail = rows[len(rows) // 2:]
     return {"rays_per_s": statistics.median(r["rays_per_s"] for r in tail), "steps": rows[-1]["step"],
-            "psnr": json.loads((out / "eval.json").read_text())["mean"]["psnr"],
-            "threads_note": [line for line in result.stdout.splitlines() if line.startswith("threads")]}
+            "psnr": json.loads((out / "eval.json").read_text())["mean"]["psnr"], "load": os.getloadavg()[0]}
 
 
 def train_beside_busy_loop(out: Path, budget: float, threads: str) -> dict:
@@ -84,8 +84,10 @@ def main() -> None:
                 runs = results.setdefault(threads, {"idle": [], "busy": []})
                 runs["idle"].append(train(Path(tmp) / f"idle-{threads}-{k}", args.budget, threads))
                 runs["busy"].append(train_beside_busy_loop(Path(tmp) / f"busy-{threads}-{k}", args.budget, threads))
-                print(f"threads {threads} #{k + 1}: idle {runs['idle'][-1]['rays_per_s']:.0f} rays/s, busy "
-                      f"{runs['busy'][-1]['rays_per_s']:.0f} rays/s", flush=True)
+                idle, busy = runs["idle"][-1], runs["busy"][-1]
+                print(f"threads {threads} #{k + 1}: idle {idle['rays_per_s']:.0f} rays/s (load average at the end "
+                      f"{idle['load']:.1f}), busy {busy['rays_per_s']:.0f} rays/s (load {busy['load']:.1f})",
+                      flush=True)
     print(f"\nlego_100, fast-cpu, {args.budget:g} s per run, {cpu_name()}\n")
     print("| threads | condition | rays/s (median of runs) | steps | final PSNR | busy / idle |")
     print("|---|---|---|---|---|---|")

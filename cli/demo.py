@@ -61,7 +61,7 @@ def demo(
                         max_time=max_time, threads=threads)
     if outcome.interrupted:
         typer.echo(interrupted_line(outcome, f"voxnerf train {scene_dir} --out {outcome.out} --resume"), err=True)
-        raise typer.Exit(exit_status(outcome.signal))
+        raise typer.Exit(exit_status(outcome.stopped_by))
     stage(3, "rendering the test views and an orbit")
     rendered = render_run(outcome.out, frames=48, device=device)
     stage(4, "exporting a mesh and a point cloud")

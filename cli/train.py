@@ -70,7 +70,7 @@ def train_and_report(scene: Path, config: Path | None, out: Path, options: dict)
         return 0
     if outcome.interrupted:
         typer.echo(interrupted_line(outcome, f"voxnerf train {scene} --out {out} --resume"), err=True)
-        return exit_status(outcome.signal)
+        return exit_status(outcome.stopped_by)
     print_outcome(outcome)
     return 0
 

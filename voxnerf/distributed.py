@@ -14,7 +14,8 @@ before thresholding, and the schedule uses rank 0's clock. `check_identical` com
 across ranks (at start, at each topology change, at the end) and fails loudly if they have drifted apart.
 
 Collectives run under a timeout (env VOXNERF_COLLECTIVE_TIMEOUT, seconds): a worker that dies or hangs ends the
-job with a VoxnerfError naming the collective instead of a job that waits forever.
+job with a VoxnerfError (PeerLost) naming the collective instead of a job that waits forever; rank 0 saves its
+latest state before it ends (`Trainer.train`).
 
 Backend: gloo on CPU; NCCL on CUDA when each local rank has a GPU of its own (NCCL refuses two ranks on one GPU,
 so ranks sharing a GPU fall back to gloo). The NCCL path is the same code with CUDA communication tensors.
@@ -360,6 +361,8 @@ def _worker(index: int, nproc: int, port: int, fn: Callable[..., int], args: tup
     except VoxnerfError as e:
         print(f"voxnerf: error: {e}", file=sys.stderr, flush=True)
         code = 2
+    except KeyboardInterrupt:  # Ctrl-C before training started (training itself stops and saves)
+        code = 130
     sys.stdout.flush()
     sys.exit(code)
 

@@ -46,7 +46,7 @@ class TrainOutcome:
     scores: dict | None = None
     scores_file: Path | None = None
     main: bool = True  # rank 0 (or a single process): the rank that wrote the files and scored the run
-    signal: int = signal.SIGINT  # what interrupted the run (when `interrupted`)
+    stopped_by: int = signal.SIGINT  # the signal that interrupted the run (when `interrupted`)
     unscored: bool = False  # trained to the end, but the final scoring was interrupted (Ctrl-C)
 
     @property
@@ -202,7 +202,7 @@ def train_run(scene_dir: Path, config: Path | None, out: Path, *, device: str = 
                 world.check_identical(trainer.model, "the end of training")
                 dump_rank_state(trainer.model, world)
         outcome = TrainOutcome(out, done["step"], done["elapsed"], done["interrupted"], done["snapshots"],
-                               main=world.is_main, signal=trainer.stop.signum or signal.SIGINT)
+                               main=world.is_main, stopped_by=trainer.stop.signum or signal.SIGINT)
         if not outcome.interrupted and outcome.main:
             score(trainer, outcome)
     return outcome

@@ -17,7 +17,7 @@ import torch
 
 PROC_STAT = Path("/proc/stat")
 RECHECK_S = 2.0  # seconds between looks at the other processes' CPU use
-SPARE = 0.3  # a core counts as free when the others leave at least this much more than the rest of it idle
+SPARE = 0.3  # other processes' use of up to this much of a core leaves it free for a thread
 
 
 def cpu_ticks(cpus: set[int]) -> tuple[int, int] | None:
