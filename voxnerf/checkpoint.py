@@ -12,8 +12,6 @@ import torch
 from voxnerf.errors import VoxnerfError
 
 CHECKPOINT = "checkpoint.pt"
-
-
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 # Keys a training checkpoint holds (`Trainer.checkpoint`); a first-format checkpoint has "field" for "model".
 RUN_KEYS = ("config", "scene", "step")

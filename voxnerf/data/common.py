@@ -269,9 +269,7 @@ def require_angle(mapping: dict, key: str, path: Path, where: str = "") -> float
 
 def check_cameras(cameras: Cameras, sources: Path | list[Path], paths: list[Path]) -> Cameras:
     """Every format's cameras pass here: focal lengths positive and finite (so fields of view below pi),
-    principal points finite, rotations orthonormal and right-handed. A rotation off by rounding is kept, one a
-    little off (up to ROTATION_REPAIRABLE) is replaced by the nearest rotation with a warning, anything else is
-    refused.
+    principal points finite, rotations orthonormal and right-handed (see `repaired_rotations`).
 
     Args:
         cameras: N cameras as a loader built them.
@@ -280,26 +278,32 @@ def check_cameras(cameras: Cameras, sources: Path | list[Path], paths: list[Path
     Returns:
         The cameras, rotations repaired.
     """
-    if isinstance(sources, Path):
-        sources = [sources] * len(cameras)
+    sources = [sources] * len(cameras) if isinstance(sources, Path) else sources
     fx, fy, cx, cy = cameras.intrinsics.T
     bad = np.flatnonzero(~(np.isfinite(fx) & np.isfinite(fy) & (fx > 0) & (fy > 0)))
     if len(bad):
         i = bad[0]
-        raise SceneError(sources[i], f"camera of {Path(paths[i]).name}: focal length ({fx[i]:g}, {fy[i]:g}) must be "
-                                 f"positive and finite")
+        raise SceneError(sources[i], f"camera of {Path(paths[i]).name}: focal length ({fx[i]:g}, {fy[i]:g}) "
+                                     f"must be positive and finite")
     bad = np.flatnonzero(~(np.isfinite(cx) & np.isfinite(cy)))
     if len(bad):
         i = bad[0]
         raise SceneError(sources[i], f"camera of {Path(paths[i]).name}: principal point ({cx[i]:g}, {cy[i]:g}) "
-                                 f"is not finite")
+                                     f"is not finite")
+    return repaired_rotations(cameras, sources, paths)
+
+
+def repaired_rotations(cameras: Cameras, sources: list[Path], paths: list[Path]) -> Cameras:
+    """`cameras` with each rotation checked: one off by rounding (|R^T R - I| <= ROTATION_ROUNDING) is kept, one a
+    little off (up to ROTATION_REPAIRABLE) is replaced by the nearest rotation (SVD) with a warning; one further
+    off, or a reflection, is refused naming its `sources` file and image (`paths`)."""
     rotations = cameras.c2w[:, :, :3]
     error = np.abs(np.einsum("nji,njk->nik", rotations, rotations) - np.eye(3)).max(axis=(1, 2))
     flipped = np.linalg.det(rotations) < 0
     bad = np.flatnonzero((error > ROTATION_REPAIRABLE) | flipped)
     if len(bad):
         i = bad[0]
-        problem = "a reflection (determinant < 0)" if flipped[i] and error[i] <= ROTATION_REPAIRABLE else (
+        problem = "a reflection (determinant < 0)" if error[i] <= ROTATION_REPAIRABLE else (
             f"not a rotation (|R^T R - I| up to {error[i]:.3g}; {ROTATION_REPAIRABLE:g} is repaired)")
         raise SceneError(sources[i], f"camera of {Path(paths[i]).name}: the pose's rotation is {problem}")
     repair = np.flatnonzero(error > ROTATION_ROUNDING)
