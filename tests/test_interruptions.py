@@ -111,12 +111,15 @@ def test_a_second_ctrl_c_while_stopping_does_not_drop_the_save(scenes, tmp_path)
 
 
 def test_ctrl_c_while_the_libraries_load_exits_with_one_line(tmp_path):
-    process = start("info", tmp_path)
-    time.sleep(0.4)  # importing torch takes seconds
+    process = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "voxnerf", "info", tmp_path],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    for line in process.stderr:  # Python reports each import as it ends: the CLI's entry, then torch and the rest
+        if line.rstrip().endswith("voxnerf_cli.entry"):
+            break
     process.send_signal(signal.SIGINT)
     result = finish(process)
     assert result.returncode == 130
-    assert stderr_lines(result) == ["voxnerf: interrupted"]
+    assert [line for line in stderr_lines(result) if not line.startswith("import time:")] == ["voxnerf: interrupted"]
 
 
 def test_ctrl_c_during_the_final_scoring_says_the_checkpoint_is_saved(tmp_path):
