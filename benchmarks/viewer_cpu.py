@@ -1,11 +1,11 @@
 """The web viewer on the CPU (issue 15): how long one view takes to render at the viewer's image sizes, and how
 much a watching browser slows training.
 
-Render times: a trained lego_100 run (RUN, or a fresh 60 s fast-cpu run) renders `--views` cameras on an orbit
+Render times: a trained lego_100 run (RUN, or a fresh 60 s run with configs/cpu.yaml) renders `--views` cameras on an orbit
 around the scene at the training cameras' distance and field of view, square images of each `--sizes` side, the
 way the viewer renders a browser's view (`Run.render_view` on one camera). Prints the median per size.
 
-Training slowdown (`--training STEPS`): STEPS fast-cpu steps on lego_100 without a viewer and with `--viewer`
+Training slowdown (`--training STEPS`): STEPS cpu-preset steps on lego_100 without a viewer and with `--viewer`
 watched by headless Chromium (via playwright), alternating, `--repeats` times each; prints rays/s and the ratio.
 
     flock /tmp/voxnerf-heavy.lock python benchmarks/viewer_cpu.py --run runs/lego_100 --threads 2
@@ -28,8 +28,8 @@ DATA = REPO.parent / "shared" / "data" / "nerf_synthetic" / "lego_100"
 
 
 def train(out: Path, threads: int, extra: list[str] = ()) -> subprocess.CompletedProcess:
-    """`voxnerf train` lego_100 with the fast-cpu preset into `out`."""
-    command = [sys.executable, "-m", "voxnerf", "train", DATA, "--config", "fast-cpu", "--out", out, "--threads",
+    """`voxnerf train` lego_100 with the cpu preset into `out`."""
+    command = [sys.executable, "-m", "voxnerf", "train", DATA, "--config", "cpu", "--out", out, "--threads",
                str(threads), "--quiet", "--overwrite", *extra]
     return subprocess.run(list(map(str, command)), capture_output=True, text=True, check=True)
 
@@ -85,7 +85,7 @@ def train_watched(out: Path, threads: int, extra: list[str]) -> None:
 
     from playwright.sync_api import sync_playwright
 
-    command = [sys.executable, "-m", "voxnerf", "train", DATA, "--config", "fast-cpu", "--out", out, "--threads",
+    command = [sys.executable, "-m", "voxnerf", "train", DATA, "--config", "cpu", "--out", out, "--threads",
                str(threads), "--quiet", "--overwrite", "--viewer", "--viewer-port", "0", *extra]
     server = subprocess.Popen(list(map(str, command)), stdout=subprocess.PIPE, text=True)
     with sync_playwright() as p:

@@ -7,15 +7,17 @@ from pathlib import Path
 import typer
 
 import voxnerf_scenes
+from voxnerf.device import resolve_device
 from voxnerf.errors import VoxnerfError
 from voxnerf.export import export_mesh, export_pointcloud
 from voxnerf.export.output import summary
+from voxnerf.interrupt import exit_status
 from voxnerf.renders import render_run
 from voxnerf.run import load_run
-from voxnerf.session import preset_path, train_run
+from voxnerf.session import build_config, preset_path, train_run
 from voxnerf_cli.export import chosen_level
 from voxnerf_cli.render import print_rendered
-from voxnerf_cli.train import INTERRUPTED, print_outcome
+from voxnerf_cli.train import interrupted_line, print_outcome
 
 STAGES = 4
 
@@ -43,11 +45,14 @@ def demo(
     scene: str = typer.Option("sphere", help="Toy scene: " + ", ".join(voxnerf_scenes.SCENES) + "."),
     max_time: float = typer.Option(60.0, help="Seconds of training."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
-    threads: int = typer.Option(None, help="torch CPU threads (default: torch's choice)."),
+    threads: int = typer.Option(None, help="torch CPU threads (default: one per core that other processes leave "
+                                           "free, rechecked every 2 s)."),
 ) -> None:
     """Make a toy scene, train on it with configs/cpu.yaml (a minute), score, render and export it; prints the paths."""
     if scene not in voxnerf_scenes.SCENES:
         raise VoxnerfError(f"--scene {scene}: unknown toy scene (known: {', '.join(voxnerf_scenes.SCENES)})")
+    resolve_device(device)
+    build_config(preset_path("cpu"), [], None, max_time, threads)  # bad options fail before stage 1
     stage(1, f"rendering the toy scene '{scene}' (ground truth) into {out / 'scene'}")
     scene_dir = voxnerf_scenes.make_scene(scene, out / "scene", n_train=60, n_val=5, n_test=10, size=64,
                                           n_samples=256, progress=True)
@@ -55,9 +60,8 @@ def demo(
     outcome = train_run(scene_dir, preset_path("cpu"), out / "run", device=device, overwrite=True,
                         max_time=max_time, threads=threads)
     if outcome.interrupted:
-        typer.echo(f"interrupted; checkpoint saved to {outcome.checkpoint} (continue with "
-                   f"voxnerf train {scene_dir} --out {outcome.out} --resume)", err=True)
-        raise typer.Exit(INTERRUPTED)
+        typer.echo(interrupted_line(outcome, f"voxnerf train {scene_dir} --out {outcome.out} --resume"), err=True)
+        raise typer.Exit(exit_status(outcome.stopped_by))
     stage(3, "rendering the test views and an orbit")
     rendered = render_run(outcome.out, frames=48, device=device)
     stage(4, "exporting a mesh and a point cloud")

@@ -6,9 +6,12 @@ from pathlib import Path
 
 import typer
 
+from voxnerf.checkpoint import load_checkpoint
 from voxnerf.device import resolve_device
-from voxnerf.evaluate import write_scores
+from voxnerf.errors import VoxnerfError
 from voxnerf.run import load_run
+from voxnerf.run_folder import RunLock, scene_mismatch
+from voxnerf.session import save_scores
 from voxnerf_cli.options import threads_option, use_threads
 
 
@@ -43,7 +46,13 @@ def eval_command(
     """Render the split's views and score them; writes RUN/eval.json (eval_SPLIT.json for other splits)."""
     use_threads(threads)
     loaded = load_run(run, resolve_device(device), scene, downscale)
-    result = loaded.evaluate(split=split, every=every, progress=not quiet)
-    path = write_scores(result, loaded.path)
+    if scene is not None:
+        why = scene_mismatch(load_checkpoint(loaded.path)["scene"], loaded.scene())
+        if why:
+            raise VoxnerfError(f"--scene {scene}: not the scene {loaded.path} was trained on ({why}); its scores "
+                               f"would not describe this run")
+    with RunLock(loaded.path, typer.echo):
+        result = loaded.evaluate(split=split, every=every, progress=not quiet)
+        path = save_scores(result, loaded.path)
     print_scores(result)
     typer.echo(f"scores      {path}")

@@ -50,11 +50,11 @@ def export(
     resolution: Optional[int] = typer.Option(None, help="Samples per axis over the unit box (default: the grid's)."),
     bbox: Optional[str] = typer.Option(None, help="Keep x0,y0,z0,x1,y1,z1 (world units); default the scene box."),
     min_component: float = typer.Option(0.05, help="Drop mesh parts smaller than this fraction of the largest."),
-    target_faces: Optional[int] = typer.Option(None, help="Decimate the mesh to about this many faces."),
+    target_faces: Optional[int] = typer.Option(None, min=4, help="Decimate the mesh to about this many faces."),
     hidden: bool = typer.Option(False, "--keep-hidden/--drop-hidden", help="Keep mesh parts that no training camera "
                                 "sees (surfaces inside the object); dropping them needs the run's scene folder."),
     source: str = typer.Option("grid", help=f"Point source: {' | '.join(SOURCES)} (iso-surface, or rendered depth)."),
-    num_points: int = typer.Option(100_000, help="Points to draw (at most this many from depth)."),
+    num_points: int = typer.Option(100_000, min=1, help="Points to draw (at most this many from depth)."),
     outliers: bool = typer.Option(True, "--remove-outliers/--keep-outliers", help="Statistical outlier removal."),
     device: str = typer.Option("auto", help="auto | cpu | cuda"),
     threads: Optional[int] = threads_option(),

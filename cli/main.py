@@ -1,12 +1,15 @@
-"""Entry point of the `voxnerf` command: builds the typer app and turns VoxnerfError into one line."""
+"""The `voxnerf` command: builds the typer app and turns VoxnerfError and bad options into one line."""
 
 from __future__ import annotations
 
+import logging
+import signal
 import sys
 
 import typer
 
 from voxnerf.errors import VoxnerfError
+from voxnerf.interrupt import exit_status
 from voxnerf_cli import demo, evaluate, export, info, process, render, scene, train, view, viewer
 
 app = typer.Typer(
@@ -33,12 +36,50 @@ def _root() -> None:
 
 
 def main() -> None:
-    """Run the CLI; user errors print `voxnerf: error: FILE: PROBLEM` and exit with status 2, Ctrl-C exits 130."""
+    """Run the CLI. User errors and bad options print `voxnerf: error: ...` as one line and exit with status 2;
+    Ctrl-C exits with status 130 after one line; library warnings print as `voxnerf: warning: ...` lines."""
+    show_warnings()
     try:
-        app()
+        code = run(sys.argv[1:])
+    except typer.TyperException as e:  # click's usage errors, as typer ships them
+        message = e.format_message()
+        if "\n" in message:  # the help of a command given no arguments
+            print(message, file=sys.stderr)
+        else:
+            where = f"{e.ctx.command_path}: " if getattr(e, "ctx", None) is not None else ""
+            print(f"voxnerf: error: {where}{message}", file=sys.stderr)
+        code = 2
     except VoxnerfError as e:
         print(f"voxnerf: error: {e}", file=sys.stderr)
-        sys.exit(2)
-    except KeyboardInterrupt:
+        code = 2
+    except (KeyboardInterrupt, typer.Abort):
         print("voxnerf: interrupted", file=sys.stderr)
-        sys.exit(train.INTERRUPTED)
+        code = exit_status(signal.SIGINT)
+    sys.exit(code)
+
+
+def run(args: list[str]) -> int:
+    """Parse `args` and run the command, letting every exception through (typer's own entry turns Ctrl-C into a
+    silent exit and usage errors into a box of several lines); returns the exit status."""
+    command = typer.main.get_command(app)
+    try:
+        with command.make_context("voxnerf", list(args)) as ctx:
+            command.invoke(ctx)
+    except typer.Exit as e:
+        return e.exit_code
+    return 0
+
+
+class WarningLines(logging.Handler):
+    """A `voxnerf` logger warning as one `voxnerf: warning: ...` line on the current stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"voxnerf: warning: {record.getMessage()}", file=sys.stderr)
+
+
+def show_warnings() -> None:
+    """Send the `voxnerf` logger's warnings (e.g. a camera repaired on loading) to stderr (once per process)."""
+    logger = logging.getLogger("voxnerf")
+    if not any(isinstance(h, WarningLines) for h in logger.handlers):
+        logger.addHandler(WarningLines(logging.WARNING))
+        logger.propagate = False

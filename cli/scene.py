@@ -35,12 +35,17 @@ def make(
     out_dir: Path = typer.Argument(..., help="Folder to write (created if needed)."),
     fmt: str = typer.Option(None, "--format", help="Scene format: blender for objects; colmap (default), llff, "
                                                     "nerfstudio, blender or neus for the captures."),
-    size: int = typer.Option(None, help="Image width in pixels (objects: 64, square; captures: 128, height 3/4)."),
-    views: int = typer.Option(60, help="Objects: training views. Captures: all views (every 8th is held out)."),
-    held_out: int = typer.Option(None, help=f"Objects only: validation views, and as many test views ({OBJECT_HELD_OUT})."),
-    seed: int = typer.Option(0, help="Seed of the cameras (and of the captures' sparse points)."),
-    samples: int = typer.Option(voxnerf_scenes.SAMPLES_PER_RAY, help="Samples per ray of the reference renderer."),
-    points: int = typer.Option(None, help="Captures only: sparse points, written by the colmap format (4000)."),
+    size: int = typer.Option(None, min=8, help="Image width in pixels (objects: 64, square; captures: 128, "
+                                                "height 3/4)."),
+    views: int = typer.Option(60, min=2, help="Objects: training views. Captures: all views (every 8th is held "
+                                              "out)."),
+    held_out: int = typer.Option(None, min=0, help=f"Objects only: validation views, and as many test views "
+                                                   f"({OBJECT_HELD_OUT})."),
+    seed: int = typer.Option(0, min=0, help="Seed of the cameras (and of the captures' sparse points)."),
+    samples: int = typer.Option(voxnerf_scenes.SAMPLES_PER_RAY, min=2, help="Samples per ray of the reference "
+                                                                            "renderer."),
+    points: int = typer.Option(None, min=0, help="Captures only: sparse points, written by the colmap format "
+                                                 "(4000)."),
     downscales: str = typer.Option("", help="Captures only: extra downscaled image copies, e.g. 2,4."),
 ) -> None:
     """Render a toy scene into a folder with depth and ground truth, then print its path."""

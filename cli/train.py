@@ -9,12 +9,10 @@ import typer
 from voxnerf.device import resolve_device
 from voxnerf.distributed import launch_local
 from voxnerf.errors import VoxnerfError
+from voxnerf.interrupt import exit_status
 from voxnerf.session import TrainOutcome, check_out, parse_times, prepare, profile_steps, train_run, worker_threads
 from voxnerf.trainer import Trainer
 from voxnerf_cli.evaluate import mean_line
-
-INTERRUPTED = 130  # exit status after Ctrl-C, as a shell reports SIGINT
-
 
 def print_outcome(outcome: TrainOutcome) -> None:
     """The run's files and the test scores, one line each."""
@@ -43,7 +41,8 @@ def train(
     init: Path = typer.Option(None, help="Checkpoint (or run folder) whose field starts this run (fine-tuning)."),
     set_: list[str] = typer.Option([], "--set", help="Override a config field, e.g. --set optim.lr_grid=0.05."),
     eval_at: str = typer.Option(None, help="Training seconds at which to score the test views, e.g. 60,120."),
-    threads: int = typer.Option(None, help="torch CPU threads (default: torch's choice); with --nproc, in all."),
+    threads: int = typer.Option(None, help="torch CPU threads (default: one per core that other processes leave "
+                                           "free, rechecked every 2 s); with --nproc, in all (default: torch's)."),
     nproc: int = typer.Option(1, help="Train with this many local worker processes (threads split among them); "
                                       "for several machines use torchrun (see the README)."),
     profile: bool = typer.Option(False, help="Profile 10 steps into OUT/profile.json (Chrome trace) and stop "
@@ -89,10 +88,18 @@ def train_and_report(scene: Path, config: Path | None, out: Path, options: dict)
     if not outcome.main:
         return 0
     if outcome.interrupted:
-        typer.echo(f"interrupted; checkpoint saved to {outcome.checkpoint} (continue with --resume)", err=True)
-        return INTERRUPTED
+        typer.echo(interrupted_line(outcome, f"voxnerf train {scene} --out {out} --resume"), err=True)
+        return exit_status(outcome.stopped_by)
     print_outcome(outcome)
     return 0
+
+
+def interrupted_line(outcome: TrainOutcome, resume: str) -> str:
+    """What an interrupted `train_run` left, and how to go on (`resume`: the command that continues it)."""
+    if outcome.unscored:
+        return (f"interrupted during the final scoring; the trained checkpoint is saved in {outcome.checkpoint} "
+                f"(voxnerf eval {outcome.out} scores it)")
+    return f"interrupted; checkpoint saved to {outcome.checkpoint} at step {outcome.steps} (continue with {resume})"
 
 
 def _profile(scene_dir: Path, config: Path | None, out: Path, device: str, resume: bool, sets: list[str],

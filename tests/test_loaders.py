@@ -270,8 +270,9 @@ def write_images(folder, names, size=(24, 20)):
 def test_llff_down_right_back_axes_become_opencv_right_down_forward(tmp_path):
     down_right_back = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, -1.0]])  # columns: down, right, back
     pose = np.concatenate([down_right_back, [[1.0], [2.0], [3.0]], [[20.0], [24.0], [30.0]]], 1)
-    np.save(tmp_path / "poses_bounds.npy", np.concatenate([pose.reshape(1, 15), [[1.0, 10.0]]], 1))
-    write_images(tmp_path / "images", ["a.png"])
+    row = np.concatenate([pose.reshape(1, 15), [[1.0, 10.0]]], 1)
+    np.save(tmp_path / "poses_bounds.npy", np.concatenate([row, row]))  # a scene needs a training view too
+    write_images(tmp_path / "images", ["a.png", "b.png"])
     cameras = load_scene(tmp_path, with_images=False).cameras
     np.testing.assert_allclose(cameras.c2w[0], [[1, 0, 0, 1], [0, 1, 0, 2], [0, 0, 1, 3]])
     np.testing.assert_allclose(cameras.intrinsics[0], [30, 30, 12, 10])
@@ -282,9 +283,10 @@ def test_colmap_world_to_camera_quaternion_is_inverted_to_camera_to_world(tmp_pa
     sparse.mkdir(parents=True)
     (sparse / "cameras.txt").write_text("# comment\n1 PINHOLE 24 20 30 28 11 9\n")
     half = np.sqrt(0.5)  # a quarter turn about z: world x is seen along camera y
-    (sparse / "images.txt").write_text(f"1 {half} 0 0 {half} 1 2 3 1 a.png\n\n")
+    (sparse / "images.txt").write_text("".join(f"{i} {half} 0 0 {half} 1 2 3 1 {name}\n\n"
+                                               for i, name in ((1, "a.png"), (2, "b.png"))))
     (sparse / "points3D.txt").write_text("")
-    write_images(tmp_path / "images", ["a.png"])
+    write_images(tmp_path / "images", ["a.png", "b.png"])
     cameras = load_scene(tmp_path, with_images=False).cameras
     rotation = np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
     expected = np.concatenate([rotation.T, -rotation.T @ [[1], [2], [3]]], 1)
@@ -293,9 +295,9 @@ def test_colmap_world_to_camera_quaternion_is_inverted_to_camera_to_world(tmp_pa
 
 
 def test_nerfstudio_opengl_identity_is_a_camera_looking_down_world_minus_z(tmp_path):
-    meta = {"fl_x": 30, "w": 24, "h": 20, "frames": [{"file_path": "a.png", "transform_matrix": np.eye(4).tolist()}]}
-    (tmp_path / "transforms.json").write_text(json.dumps(meta))
-    write_images(tmp_path, ["a.png"])
+    frames = [{"file_path": name, "transform_matrix": np.eye(4).tolist()} for name in ("a.png", "b.png")]
+    (tmp_path / "transforms.json").write_text(json.dumps({"fl_x": 30, "w": 24, "h": 20, "frames": frames}))
+    write_images(tmp_path, ["a.png", "b.png"])
     cameras = load_scene(tmp_path, with_images=False).cameras
     np.testing.assert_allclose(cameras.c2w[0], np.diag([1.0, -1.0, -1.0, 1.0])[:3])
     np.testing.assert_allclose(cameras.intrinsics[0], [30, 30, 12, 10])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -67,7 +68,7 @@ class TrainConfig:
     log_every: int = 50  # steps between metric lines (CSV/JSONL/TensorBoard)
     checkpoint_every: int = 1000  # steps between atomic checkpoints
     eval_every_view: int = 1  # evaluate every k-th test view at the end (1 = all)
-    threads: int = 0  # torch CPU threads (0 = torch's default)
+    threads: int = 0  # torch CPU threads (0 = one per core that other processes leave free, rechecked every 2 s)
 
 
 def _build(cls, data: dict, where: str):
@@ -125,12 +126,18 @@ def parse_override(text: str) -> dict:
     if "=" not in text:
         raise VoxnerfError(f"--set {text}: expected KEY=VALUE, e.g. optim.lr_grid=0.05")
     key, value = text.split("=", 1)
+    parts = key.strip().split(".")
+    if not all(parts):
+        raise VoxnerfError(f"--set {text}: expected a dotted option name before '=', e.g. optim.lr_grid")
+    try:
+        parsed = yaml.safe_load(value)
+    except yaml.YAMLError as e:
+        raise VoxnerfError(f"--set {text}: malformed YAML value ({str(e).splitlines()[0]})") from None
     out: dict = {}
     node = out
-    parts = key.strip().split(".")
     for part in parts[:-1]:
         node = node.setdefault(part, {})
-    node[parts[-1]] = yaml.safe_load(value)
+    node[parts[-1]] = parsed
     return out
 
 
@@ -154,12 +161,97 @@ def load_config(path: str | Path | None = None, overrides: list[dict] | None = N
         data = _merge(data, o)
     where = str(path) if path else "config"
     cfg = _build(TrainConfig, data, where)
+    check_ranges(cfg, where)
     check_levels(cfg.levels, where)
     if cfg.space not in SPACES:
         raise VoxnerfError(f"{where}: space '{cfg.space}': expected one of {', '.join(SPACES)}")
     if cfg.max_steps <= 0 and cfg.max_time <= 0:
         raise VoxnerfError(f"{where}: set max_steps or max_time (both are 0: training would never stop)")
+    if cfg.optim.max_rays < cfg.optim.min_rays:
+        raise VoxnerfError(f"{where}: optim.max_rays = {cfg.optim.max_rays} is below optim.min_rays = "
+                           f"{cfg.optim.min_rays}")
     return cfg
+
+
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric option may take: `low` and `high` bounds (None: unbounded), each included unless open."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def admits(self, value: float) -> bool:
+        if self.low is not None and (value < self.low or self.low_open and value == self.low):
+            return False
+        return self.high is None or value < self.high or not self.high_open and value == self.high
+
+    def __str__(self) -> str:
+        if self.high is None:
+            return f"{'>' if self.low_open else '>='} {self.low:g}"
+        return f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
+
+
+POSITIVE = Range(0, None, low_open=True)
+AT_LEAST_ONE = Range(1)
+NON_NEGATIVE = Range(0)
+FRACTION = Range(0, 1)
+BELOW_ONE = Range(0, 1, high_open=True)
+UP_TO_ONE = Range(0, 1, low_open=True)
+# Every numeric option of TrainConfig (and of every field kind), by its dotted name; `check_ranges` applies them.
+RANGES = {
+    "max_steps": NON_NEGATIVE, "max_time": NON_NEGATIVE, "seed": NON_NEGATIVE, "log_every": AT_LEAST_ONE,
+    "checkpoint_every": AT_LEAST_ONE, "eval_every_view": AT_LEAST_ONE, "threads": Range(0, 4096),
+    "render.step_ratio": Range(0, 4, low_open=True), "render.alpha_min": BELOW_ONE,
+    "render.transmittance_min": BELOW_ONE, "render.color_weight_min": BELOW_ONE, "render.march_chunk": AT_LEAST_ONE,
+    "render.checkpoint_chunk": NON_NEGATIVE,
+    "occupancy.warmup_steps": NON_NEGATIVE, "occupancy.update_every": AT_LEAST_ONE, "occupancy.decay": FRACTION,
+    "occupancy.threshold": BELOW_ONE, "occupancy.min_fraction": FRACTION,
+    "optim.lr_grid": POSITIVE, "optim.lr_decoder": POSITIVE, "optim.lr_appearance": POSITIVE,
+    "optim.lr_final_ratio": UP_TO_ONE,
+    "optim.target_samples": AT_LEAST_ONE, "optim.min_rays": AT_LEAST_ONE, "optim.max_rays": AT_LEAST_ONE,
+    "optim.entropy_weight": NON_NEGATIVE, "optim.sparsity_weight": NON_NEGATIVE,
+    "optim.distortion_weight": NON_NEGATIVE, "optim.tv_density": NON_NEGATIVE, "optim.tv_features": NON_NEGATIVE,
+    "optim.tv_vertices": AT_LEAST_ONE,
+    "levels.until": UP_TO_ONE, "levels.resolution": Range(BRICK, 4096), "levels.image_scale": UP_TO_ONE,
+    "field.feature_dim": Range(3, 1024), "field.hidden": Range(1, 4096), "field.layers": Range(1, 64),
+    "field.sh_degree": Range(0, 2), "field.alpha_init": Range(0, 1, low_open=True, high_open=True),
+    "field.density_scale": POSITIVE, "field.feature_std": NON_NEGATIVE, "field.vertices": Range(2, 1024),
+    "field.appearance_dim": Range(0, 256),
+}
+
+
+def numeric_options(data: dict, prefix: str = "") -> list[tuple[str, str, float]]:
+    """(dotted name, its RANGES key, value) of every number in a config dict (levels[i].x has the key levels.x)."""
+    found = []
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            found += numeric_options(value, name + ".")
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                found += [(f"{name}[{i}].{n}", f"{name}.{n}", v) for n, _, v in numeric_options(item)]
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            found.append((name, name, value))
+    return found
+
+
+def check_ranges(cfg: TrainConfig, where: str) -> None:
+    """VoxnerfError naming the first option (dotted) that is NaN, infinite or outside its RANGES entry."""
+    for name, key, value in numeric_options(config_to_dict(cfg)):
+        if not math.isfinite(value):
+            raise VoxnerfError(f"{where}: {name} = {value}: expected a finite number")
+        if not RANGES[key].admits(value):
+            raise VoxnerfError(f"{where}: {name} = {value:g}: expected {RANGES[key]}")
+
+
+def check_override(override: dict, where: str) -> None:
+    """An override dict on its own: known keys of the right types within their ranges (levels well formed);
+    checks that involve other options wait for the whole configuration (`load_config`)."""
+    cfg = _build(TrainConfig, override, where)
+    check_ranges(cfg, where)
+    check_levels(cfg.levels, where)
 
 
 def check_levels(levels: list[Level], where: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 
 import torch
 
@@ -13,6 +14,8 @@ def resolve_device(name: str) -> torch.device:
     """'auto' picks CUDA when available; asking for CUDA without it is a clear error."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", name):
+        raise VoxnerfError(f"--device {name}: expected auto, cpu, cuda or cuda:N")
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise VoxnerfError("--device cuda: no CUDA device is available (use --device cpu or auto)")
     return torch.device(name)

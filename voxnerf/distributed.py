@@ -14,7 +14,8 @@ before thresholding, and the schedule uses rank 0's clock. `check_identical` com
 across ranks (at start, at each topology change, at the end) and fails loudly if they have drifted apart.
 
 Collectives run under a timeout (env VOXNERF_COLLECTIVE_TIMEOUT, seconds): a worker that dies or hangs ends the
-job with a VoxnerfError naming the collective instead of a job that waits forever.
+job with a VoxnerfError (PeerLost) naming the collective instead of a job that waits forever; rank 0 saves its
+latest state before it ends (`Trainer.train`).
 
 Backend: gloo on CPU; NCCL on CUDA when each local rank has a GPU of its own (NCCL refuses two ranks on one GPU,
 so ranks sharing a GPU fall back to gloo). The NCCL path is the same code with CUDA communication tensors.
@@ -22,11 +23,14 @@ so ranks sharing a GPU fall back to gloo). The NCCL path is the same code with C
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import re
+import signal
 import socket
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +48,10 @@ DUMP_ENV = "VOXNERF_TEST_DUMP_RANKS"  # tests only: a folder where every rank sa
 TOPOLOGY = ("state size", "integer state checksum", "occupied cells")
 PARAMETERS = ("parameter sum", "float buffer sum")
 CHECKSUM_PRIME = 2**31 - 1
+
+
+class PeerLost(VoxnerfError):
+    """A collective failed: another rank died or hung."""
 
 
 def choose_backend(device: torch.device, local_world_size: int) -> str:
@@ -162,6 +170,14 @@ class World:
         self._run("broadcast of the training clock", dist.broadcast, t, src=0)
         return t.item()
 
+    def any_(self, flag: bool) -> bool:
+        """Whether `flag` holds on any rank (a stop request that one rank received stops them all together)."""
+        if self.size == 1:
+            return flag
+        t = torch.tensor([float(flag)], dtype=torch.float64, device=self.comm_device)
+        self._run("stop request", dist.all_reduce, t, op=dist.ReduceOp.MAX)
+        return t.item() > 0
+
     def max_(self, t: torch.Tensor) -> torch.Tensor:
         """`t` replaced in place by its element-wise maximum over the ranks; returns it."""
         if self.size == 1:
@@ -200,7 +216,7 @@ class World:
         try:
             collective(*args, **kwargs)
         except RuntimeError as e:  # gloo and NCCL report a lost peer or a timeout as RuntimeError subclasses
-            raise VoxnerfError(
+            raise PeerLost(
                 f"rank {self.rank}: {what} failed: another worker died or hung (collective timeout "
                 f"{self.timeout_s:g} s, {TIMEOUT_ENV}): {first_sentence(e)}") from None
 
@@ -374,6 +390,8 @@ def _worker(index: int, nproc: int, port: int, fn: Callable[..., int], args: tup
     except VoxnerfError as e:
         print(f"voxnerf: error: {e}", file=sys.stderr, flush=True)
         code = 2
+    except KeyboardInterrupt:  # Ctrl-C before training started (training itself stops and saves)
+        code = 130
     sys.stdout.flush()
     sys.exit(code)
 
@@ -386,12 +404,40 @@ def launch_local(nproc: int, fn: Callable[..., int], *args) -> int:
 
     Returns:
         0 when every worker succeeded, else the failed worker's exit status; a worker killed by a signal or one
-        exiting with another status than 2 (a reported error) or 130 (interrupted) is reported on stderr.
+        exiting with another status than 2 (a reported error), 130 or 143 (stopped by SIGINT or SIGTERM, after
+        saving) is reported on stderr. SIGTERM to this process reaches the workers.
     """
-    from torch.multiprocessing import ProcessExitedException, ProcessRaisedException, start_processes
+    from torch.multiprocessing import start_processes
 
     context = start_processes(_worker, args=(nproc, free_port(), fn, args), nprocs=nproc, join=False,
                               start_method="spawn")
+    with forward_sigterm(context.processes):
+        return _join(context, nproc)
+
+
+@contextlib.contextmanager
+def forward_sigterm(processes: list):
+    """While entered (in the main thread), SIGTERM to this process is passed on to the live `processes` (which
+    save and exit) instead of ending it before them."""
+    def forward(signum, frame):
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, forward)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _join(context, nproc: int) -> int:
+    """Wait for the workers of `context` (see `launch_local`); returns the job's exit status."""
+    from torch.multiprocessing import ProcessExitedException, ProcessRaisedException
+
     while True:
         try:
             if context.join():
@@ -399,7 +445,7 @@ def launch_local(nproc: int, fn: Callable[..., int], *args) -> int:
         except KeyboardInterrupt:
             continue
         except ProcessExitedException as e:
-            if e.signal_name or e.exit_code not in (2, 130):
+            if e.signal_name or e.exit_code not in (2, 130, 143):
                 how = f"was killed by {e.signal_name}" if e.signal_name else f"exited with status {e.exit_code}"
                 print(f"voxnerf: error: worker {e.error_index} of {nproc} {how}; the other workers were stopped",
                       file=sys.stderr, flush=True)

@@ -6,21 +6,24 @@ call `train_run` directly.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from dataclasses import dataclass
+import signal
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
 import torch
 
-from voxnerf.checkpoint import CHECKPOINT
-from voxnerf.config import TrainConfig, load_config, parse_override, read_preset
+from voxnerf.checkpoint import CHECKPOINT, check_resumable, load_checkpoint
+from voxnerf.config import TrainConfig, check_override, load_config, parse_override, read_preset
 from voxnerf.data import load_scene
 from voxnerf.device import resolve_device
 from voxnerf.distributed import dump_rank_state, world_from_env
 from voxnerf.errors import VoxnerfError
-from voxnerf.evaluate import write_scores
+from voxnerf.evaluate import scores_path, write_scores
 from voxnerf.layout import detect_layout
+from voxnerf.run_folder import RunLock, clear_outputs, remove_orphans, scene_mismatch, trim_metrics
 from voxnerf.scene import Scene
 from voxnerf.trainer import Trainer
 
@@ -43,6 +46,8 @@ class TrainOutcome:
     scores: dict | None = None
     scores_file: Path | None = None
     main: bool = True  # rank 0 (or a single process): the rank that wrote the files and scored the run
+    stopped_by: int = signal.SIGINT  # the signal that interrupted the run (when `interrupted`)
+    unscored: bool = False  # trained to the end, but the final scoring was interrupted (Ctrl-C)
 
     @property
     def checkpoint(self) -> Path:
@@ -104,7 +109,9 @@ def parse_times(text: str | None) -> tuple[float, ...]:
 
 
 def check_out(out: Path, resume: bool, overwrite: bool) -> None:
-    """Resume needs a checkpoint; a fresh run must not silently replace one."""
+    """Resume needs a checkpoint; a fresh run must not silently replace one; resume and overwrite exclude."""
+    if resume and overwrite:
+        raise VoxnerfError("--resume --overwrite: choose one (--resume continues the run, --overwrite starts over)")
     has_checkpoint = (out / CHECKPOINT).is_file()
     if resume and not has_checkpoint:
         raise VoxnerfError(f"{out}: no {CHECKPOINT} to resume from (train without --resume to start a run)")
@@ -112,22 +119,24 @@ def check_out(out: Path, resume: bool, overwrite: bool) -> None:
         raise VoxnerfError(f"{out}: a run is already here (--resume continues it, --overwrite starts over)")
 
 
-def parse_set(text: str) -> dict:
-    """One --set KEY=VALUE as an override dict, checked on its own so that a bad key is blamed on the option."""
-    override = parse_override(text)
+def checked_override(override: dict, option: str) -> dict:
+    """`override` if it is valid on its own (`check_override`), else VoxnerfError blaming `option`."""
     try:
-        load_config(None, [override])
+        check_override(override, "config")
     except VoxnerfError as e:
-        raise VoxnerfError(f"--set {text}: {e}") from None
+        raise VoxnerfError(f"{option}: {e}") from None
     return override
 
 
 def build_config(path: Path, sets: list[str], max_steps: int | None, max_time: float | None,
                  threads: int | None, overlays: list[Path] = ()) -> TrainConfig:
-    """Preset, then its overlays (presets too), then --set overrides, then the explicit flags (later wins)."""
-    overrides = [read_preset(p) for p in overlays] + [parse_set(s) for s in sets]
-    flags = {"max_steps": max_steps, "max_time": max_time, "threads": threads}
-    overrides.append({k: v for k, v in flags.items() if v is not None})
+    """Preset, then its overlays (presets too), then --set overrides, then the explicit flags (later wins); a bad
+    value is blamed on its option."""
+    overrides = [read_preset(p) for p in overlays]
+    overrides += [checked_override(parse_override(s), f"--set {s}") for s in sets]
+    flags = {"max_steps": (max_steps, "--max-steps"), "max_time": (max_time, "--max-time"),
+             "threads": (threads, "--threads")}
+    overrides += [checked_override({k: v}, f"{flag} {v}") for k, (v, flag) in flags.items() if v is not None]
     cfg = load_config(path, overrides)
     if not cfg.max_steps and not cfg.max_time:
         raise VoxnerfError("max_steps and max_time are both 0: training would never stop (set one of them)")
@@ -166,6 +175,8 @@ def prepare(scene_dir: Path, config: Path | None, out: Path, resume: bool, sets:
     """The scene (from its absolute path, so the run records where it lives; at `downscale`, read as `format`) and
     the run's configuration (the preset picked for the scene and the device is told to `say`)."""
     scene = load_scene(Path(scene_dir).resolve(), downscale=downscale, format=format)
+    if not len(scene.split_indices("test")):
+        raise VoxnerfError(f"{scene.root}: no test or val views (training ends by scoring them)")
     path, overlays = (preset_path(config), []) if config else default_config(scene, out, resume, device, say)
     cfg = build_config(path, list(sets), max_steps, max_time, threads, overlays)
     if cfg.threads:
@@ -181,29 +192,89 @@ def train_run(scene_dir: Path, config: Path | None, out: Path, *, device: str = 
               on_step: Sequence[Callable[[Trainer, dict], None]] = ()) -> TrainOutcome:
     """Load the scene, train, checkpoint, and score the test split into OUT/eval.json (skipped after Ctrl-C).
 
-    Under torchrun (or `launch_local`) every rank calls this; they train together and rank 0 writes and scores.
-    The preset picked for the scene (without `config`) is told to `say`; `on_step` hooks run after every step
-    (see `Trainer`).
+    Under torchrun (or `launch_local`) every rank calls this; they train together and rank 0 holds the run
+    folder's lock, writes and scores. SIGINT and SIGTERM stop training between two steps and save. The preset
+    picked for the scene (without `config`) and notes on the run folder are told to `say`; `on_step` hooks run
+    after every step (see `Trainer`).
     """
     out = Path(out)
+    main = int(os.environ.get("RANK", "0")) == 0
     check_out(out, resume, overwrite)
-    device = resolve_device(device)
-    scene, cfg = prepare(scene_dir, config, out, resume, list(sets), max_steps, max_time, threads, device,
+    torch_device = resolve_device(device)
+    scene, cfg = prepare(scene_dir, config, out, resume, list(sets), max_steps, max_time, threads, torch_device,
                          downscale, format, say)
-    with world_from_env(device) as world:
-        trainer = Trainer(scene, cfg, out, world.device, resume=resume, init=init, eval_at=eval_at, quiet=quiet,
-                          world=world, on_step=on_step)
-        world.copy_from_main(trainer.model)
-        done = trainer.train()
-        if not done["interrupted"]:
-            world.check_identical(trainer.model, "the end of training")
-            dump_rank_state(trainer.model, world)
-    outcome = TrainOutcome(out, done["step"], done["elapsed"], done["interrupted"], done["snapshots"],
-                           main=world.is_main)
-    if not outcome.interrupted and outcome.main:
-        outcome.scores = trainer.evaluate(every=cfg.eval_every_view, write=False)
-        outcome.scores_file = write_scores(outcome.scores, out)
+    if init is not None:
+        check_fits(load_checkpoint(init), Path(init), "--init", cfg)
+    with RunLock(out, say) if main else contextlib.nullcontext():
+        if main:
+            check_out(out, resume, overwrite)  # again: another writer may have finished in the meantime
+            start_writing(out, scene, cfg, resume, overwrite, say)
+        with world_from_env(torch_device) as world:
+            trainer = Trainer(scene, cfg, out, world.device, resume=resume, init=init, eval_at=eval_at, quiet=quiet,
+                              world=world, on_step=on_step)
+            world.copy_from_main(trainer.model)
+            with trainer.stop:
+                done = trainer.train()
+            if not done["interrupted"]:
+                world.check_identical(trainer.model, "the end of training")
+                dump_rank_state(trainer.model, world)
+        outcome = TrainOutcome(out, done["step"], done["elapsed"], done["interrupted"], done["snapshots"],
+                               main=world.is_main, stopped_by=trainer.stop.signum or signal.SIGINT)
+        if not outcome.interrupted and outcome.main:
+            score(trainer, outcome)
     return outcome
+
+
+def start_writing(out: Path, scene: Scene, cfg: TrainConfig, resume: bool, overwrite: bool,
+                  say: Callable[[str], None]) -> None:
+    """Rank 0, holding the lock, before training: the checkpoint to resume must fit the scene and the
+    configuration; leftovers of killed writes go, and so does an earlier run's output (--overwrite) or the metric
+    rows past the checkpoint (--resume)."""
+    if resume:
+        ckpt = load_checkpoint(out / CHECKPOINT)
+        check_resumable(ckpt, out / CHECKPOINT)
+        check_fits(ckpt, out / CHECKPOINT, "--resume", cfg, scene)
+        dropped = trim_metrics(out, ckpt["step"])
+        if dropped:
+            say(f"note: dropped {dropped} metric rows logged after the checkpoint's step {ckpt['step']}")
+    orphans = remove_orphans(out)
+    if orphans:
+        say(f"note: removed {len(orphans)} temporary file(s) of a checkpoint write that was killed")
+    if overwrite and not resume:
+        clear_outputs(out)
+
+
+def check_fits(ckpt: dict, path: Path, option: str, cfg: TrainConfig, scene: Scene | None = None) -> None:
+    """VoxnerfError naming `option` when checkpoint `ckpt` holds a field of another shape than `cfg` asks for
+    (its field options differ), or was trained on another scene than `scene` (when given)."""
+    saved = ckpt["config"].get("field", {})
+    wanted = asdict(cfg.field)
+    differs = [f"{k} {saved[k]} vs {wanted[k]}" for k in wanted if k in saved and saved[k] != wanted[k]]
+    if differs:
+        raise VoxnerfError(f"{option} {path}: its field differs from this run's configuration (field "
+                           f"{', '.join(differs)}); a checkpoint only continues a field of its own shape")
+    why = scene_mismatch(ckpt["scene"], scene) if scene is not None else None
+    if why:
+        raise VoxnerfError(f"{option} {path}: it was trained on {ckpt['scene']['root']}, not on {scene.root} ({why})")
+
+
+def score(trainer: Trainer, outcome: TrainOutcome) -> None:
+    """The test scores of a finished run into `outcome` and OUT/eval.json; Ctrl-C leaves it `unscored`."""
+    try:
+        outcome.scores = trainer.evaluate(every=trainer.cfg.eval_every_view, write=False)
+    except KeyboardInterrupt:
+        outcome.interrupted = outcome.unscored = True
+        return
+    outcome.scores_file = save_scores(outcome.scores, outcome.out)
+
+
+def save_scores(result: dict, folder: Path) -> Path:
+    """`write_scores`, with an unwritable file reported as a VoxnerfError naming it."""
+    try:
+        return write_scores(result, folder)
+    except OSError as e:
+        raise VoxnerfError(f"{scores_path(folder, result['split'])}: cannot write the scores ({e.strerror})") \
+            from None
 
 
 def worker_threads(threads: int | None, nproc: int) -> int:

@@ -15,8 +15,9 @@ from voxnerf.cameras import Cameras
 from voxnerf.checkpoint import CHECKPOINT, load_checkpoint, save_atomic
 from voxnerf.config import TrainConfig, config_to_dict
 from voxnerf.device import amp_dtype_for
-from voxnerf.distributed import World
+from voxnerf.distributed import PeerLost, World
 from voxnerf.evaluate import View, render_view, score_split, write_scores
+from voxnerf.interrupt import StopRequest
 from voxnerf.metrics import mse_to_psnr
 from voxnerf.model import Model
 from voxnerf.normalize import space_for
@@ -24,8 +25,10 @@ from voxnerf.progress import progress_bar
 from voxnerf.ray_sampler import RaySampler
 from voxnerf.renderer import RenderConfig, render_rays
 from voxnerf.run import SceneRecord
+from voxnerf.run_folder import scene_fingerprint
 from voxnerf.scene import Scene
 from voxnerf.strategy import TopologyStrategy
+from voxnerf.threads import ThreadBudget
 
 
 class Trainer:
@@ -53,14 +56,16 @@ class Trainer:
         self.scene, self.cfg, self.out, self.device, self.quiet = scene, cfg, Path(out), device, quiet
         self.world = world or World()
         self.on_step = list(on_step)
-        if cfg.threads:
-            torch.set_num_threads(cfg.threads)
+        # threads 0: follow the cores other processes leave free (one process; ranks keep torch's count)
+        self.threads = ThreadBudget(cfg.threads or (0 if self.world.size == 1 else torch.get_num_threads()))
         self.amp_dtype = amp_dtype_for(cfg.precision, device)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp_dtype == torch.float16 and device.type == "cuda")
         self.strategy = TopologyStrategy(cfg.occupancy, cfg.levels, cfg.render.step_ratio, self.world.max_)
         self.generator = self.world.generator(cfg.seed, device=device)
         self.step, self.elapsed, self.n_rays = 0, 0.0, cfg.optim.min_rays
         self.eval_at = sorted(eval_at)
+        self.stop = StopRequest()  # enter it (as train_run does) to stop between steps on SIGINT and SIGTERM
+        self.fingerprint = scene_fingerprint(scene)  # checkpoints name their scene's content (voxnerf.run_folder)
         self.snapshots: list[dict] = []
         self.model = Model.build(cfg.field, cfg.levels[0].resolution, space_for(scene, cfg.space), cfg.seed,
                                  num_images=len(scene.split_indices("train")))
@@ -110,7 +115,7 @@ class Trainer:
             "rng": self.generator.get_state(),
             "rng_device": self.generator.device.type,
             "scaler": self.scaler.state_dict(),
-            "scene": SceneRecord.of(self.scene, self.model.space).to_dict(),
+            "scene": {**SceneRecord.of(self.scene, self.model.space).to_dict(), "fingerprint": self.fingerprint},
             "snapshots": self.snapshots,
         }, self.out / CHECKPOINT)
 
@@ -205,6 +210,7 @@ class Trainer:
         rays_done, t_window = 0, time.perf_counter()
         try:
             while self.progress() < 1.0:
+                self.threads.adjust()
                 t0 = time.perf_counter()
                 stats = self.train_step()
                 self.step += 1
@@ -225,16 +231,28 @@ class Trainer:
                 bar.refresh()
                 if self.step % self.cfg.checkpoint_every == 0:
                     self.checkpoint()
+                if self.world.any_(self.stop.requested):
+                    interrupted = True
+                    break
                 for hook in self.on_step:
                     hook(self, stats)
         except KeyboardInterrupt:
             interrupted = True
+        except PeerLost as e:
+            raise self._saved_after(e) from None
         finally:
             bar.close()
             if logger is not None:
                 logger.close()
         self.checkpoint()
         return {"step": self.step, "elapsed": self.elapsed, "interrupted": interrupted, "snapshots": self.snapshots}
+
+    def _saved_after(self, error: PeerLost) -> PeerLost:
+        """`error` (a lost peer) once rank 0 has saved its latest state, with a note saying where."""
+        if not self.world.is_main:
+            return error
+        self.checkpoint()
+        return PeerLost(f"{error}; rank 0 saved its latest state (step {self.step}) to {self.out / CHECKPOINT}")
 
     def _snapshot_if_due(self) -> None:
         while self.eval_at and self.elapsed >= self.eval_at[0]:

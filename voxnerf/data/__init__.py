@@ -1,7 +1,8 @@
 """Scene loaders, one module per format, chosen by what the folder holds.
 
 Each format module has `NAME`, `detect(root) -> bool` and `load(root, with_images, downscale) -> Scene`.
-Detection tries FORMATS in order: LLFF comes before COLMAP because LLFF scenes usually ship the COLMAP model
+Every scene's cameras and splits are checked here, whatever the format (`check_cameras`, `check_splits`); loaders
+whose bounds depend on the cameras check them before computing bounds too. Detection tries FORMATS in order: LLFF comes before COLMAP because LLFF scenes usually ship the COLMAP model
 (`sparse/0/`) they were made from, and `poses_bounds.npy` is the more specific sign.
 """
 
@@ -10,7 +11,10 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import numpy as np
+
 from voxnerf.data import blender, colmap, llff, nerfstudio, neus
+from voxnerf.data.common import check_cameras, check_splits
 from voxnerf.errors import SceneError, VoxnerfError
 from voxnerf.scene import Scene
 
@@ -54,7 +58,13 @@ def load_scene(path: str | Path, with_images: bool = True, downscale: int = 1, f
     if isinstance(downscale, bool) or not isinstance(downscale, int) or downscale < 1:
         raise SceneError(root, f"downscale {downscale!r}: expected a whole number of 1 or more")
     fmt = format_named(format) if format else detect_format(root)
-    if downscale > 1 and not (root / f"images_{downscale}").is_dir():
-        return fmt.load(root, with_images=with_images, downscale=1).downscaled(downscale)
-    scene = fmt.load(root, with_images=with_images, downscale=downscale)
-    return dataclasses.replace(scene, downscale=downscale)
+    with np.errstate(all="ignore"):  # a broken camera is reported by check_cameras below, not as numpy warnings
+        if downscale > 1 and not (root / f"images_{downscale}").is_dir():
+            scene = fmt.load(root, with_images=with_images, downscale=1).downscaled(downscale)
+        else:
+            scene = dataclasses.replace(fmt.load(root, with_images=with_images, downscale=downscale),
+                                        downscale=downscale)
+    source = root / getattr(fmt, "FILE", "")
+    scene.cameras = check_cameras(scene.cameras, source, scene.image_paths)
+    check_splits(scene.splits, source)
+    return scene

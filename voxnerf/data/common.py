@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import zipfile
 import zlib
 from collections.abc import Sequence
@@ -16,6 +17,9 @@ from voxnerf.errors import SceneError
 from voxnerf.images import resize_area
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".JPG", ".JPEG", ".PNG")
+ROTATION_ROUNDING = 1e-5  # max |R^T R - I| of a rotation as files round it: taken as it is
+ROTATION_REPAIRABLE = 0.05  # up to this, a rotation is replaced by the nearest one (with a warning); beyond, refused
+log = logging.getLogger("voxnerf")
 
 
 def read_json(path: Path) -> dict:
@@ -299,3 +303,78 @@ def bounds_from_frustums(cameras: Cameras, near: float, far: float) -> np.ndarra
     depths = np.array([near, far])[None, :, None, None]
     world = cameras.centers[:, None, None] + depths * cameras.corner_rays()[:, None]
     return np.stack([world.reshape(-1, 3).min(0), world.reshape(-1, 3).max(0)])
+
+
+def require_file_name(mapping: dict, key: str, path: Path, where: str = "") -> str:
+    """mapping[key] as a non-empty relative file name, or SceneError naming the key."""
+    name = require(mapping, key, path, where)
+    if not isinstance(name, str) or not name:
+        raise SceneError(path, f"'{key}'{where} is not a file name: {name!r}")
+    return name
+
+
+def require_angle(mapping: dict, key: str, path: Path, where: str = "") -> float:
+    """mapping[key] as a field of view in radians, in (0, pi), or SceneError naming the key."""
+    angle = require_number(mapping, key, path, where)
+    if not 0 < angle < np.pi:
+        raise SceneError(path, f"'{key}'{where} is {angle:g}: a field of view in radians must lie in (0, pi)")
+    return angle
+
+
+def check_cameras(cameras: Cameras, sources: Path | list[Path], paths: list[Path]) -> Cameras:
+    """Every format's cameras pass here: focal lengths positive and finite (so fields of view below pi),
+    principal points finite, rotations orthonormal and right-handed (see `repaired_rotations`).
+
+    Args:
+        cameras: N cameras as a loader built them.
+        sources: the file the cameras came from, or each camera's file (named in errors and warnings).
+        paths: the N image files (the camera at fault is named by its image).
+    Returns:
+        The cameras, rotations repaired.
+    """
+    sources = [sources] * len(cameras) if isinstance(sources, Path) else sources
+    fx, fy, cx, cy = cameras.intrinsics.T
+    bad = np.flatnonzero(~(np.isfinite(fx) & np.isfinite(fy) & (fx > 0) & (fy > 0)))
+    if len(bad):
+        i = bad[0]
+        raise SceneError(sources[i], f"camera of {Path(paths[i]).name}: focal length ({fx[i]:g}, {fy[i]:g}) "
+                                     f"must be positive and finite")
+    bad = np.flatnonzero(~(np.isfinite(cx) & np.isfinite(cy)))
+    if len(bad):
+        i = bad[0]
+        raise SceneError(sources[i], f"camera of {Path(paths[i]).name}: principal point ({cx[i]:g}, {cy[i]:g}) "
+                                     f"is not finite")
+    return repaired_rotations(cameras, sources, paths)
+
+
+def repaired_rotations(cameras: Cameras, sources: list[Path], paths: list[Path]) -> Cameras:
+    """`cameras` with each rotation checked: one off by rounding (|R^T R - I| <= ROTATION_ROUNDING) is kept, one a
+    little off (up to ROTATION_REPAIRABLE) is replaced by the nearest rotation (SVD) with a warning; one further
+    off, or a reflection, is refused naming its `sources` file and image (`paths`)."""
+    rotations = cameras.c2w[:, :, :3]
+    error = np.abs(np.einsum("nji,njk->nik", rotations, rotations) - np.eye(3)).max(axis=(1, 2))
+    flipped = np.linalg.det(rotations) < 0
+    bad = np.flatnonzero((error > ROTATION_REPAIRABLE) | flipped)
+    if len(bad):
+        i = bad[0]
+        problem = "a reflection (determinant < 0)" if error[i] <= ROTATION_REPAIRABLE else (
+            f"not a rotation (|R^T R - I| up to {error[i]:.3g}; {ROTATION_REPAIRABLE:g} is repaired)")
+        raise SceneError(sources[i], f"camera of {Path(paths[i]).name}: the pose's rotation is {problem}")
+    repair = np.flatnonzero(error > ROTATION_ROUNDING)
+    if not len(repair):
+        return cameras
+    u, _, vt = np.linalg.svd(rotations[repair])
+    c2w = cameras.c2w.copy()
+    c2w[repair, :, :3] = u @ vt
+    log.warning(f"{sources[repair[0]]}: {len(repair)} camera rotation(s) were not orthonormal (|R^T R - I| up to "
+                f"{error[repair].max():.3g}, first {Path(paths[repair[0]]).name}); replaced by the nearest rotation")
+    return Cameras(c2w, cameras.intrinsics, cameras.sizes, cameras.distortion)
+
+
+def check_splits(splits: dict[str, np.ndarray], source: Path) -> None:
+    """A scene needs training views (test views are needed by `train`, which checks them itself)."""
+    train = splits.get("train", np.zeros(0))
+    if not len(train):
+        total = len(np.unique(np.concatenate([np.asarray(v, np.int64) for v in splits.values()])))
+        raise SceneError(source, f"no training views ({total} image{'s' * (total != 1)} in all, every one held "
+                                 f"out for val/test)")

@@ -26,6 +26,7 @@ from voxnerf.data.common import (
     background_of,
     bounds_from_cameras,
     cameras_for_images,
+    check_cameras,
     check_one_size,
     check_pose,
     find_image,
@@ -35,6 +36,8 @@ from voxnerf.data.common import (
     near_far_from_box,
     read_json,
     require,
+    require_angle,
+    require_file_name,
     require_number,
     split_every_nth,
 )
@@ -58,10 +61,12 @@ def load(root: Path, with_images: bool = True, downscale: int = 1, **_) -> Scene
     meta_path = root / FILE
     meta = read_json(meta_path)
     frames = _frames(meta, meta_path)
-    paths = [_image_path(root, _file_path(f, i, meta_path), downscale) for i, f in enumerate(frames)]
+    names = [require_file_name(f, "file_path", meta_path, f" in frames[{i}]") for i, f in enumerate(frames)]
+    paths = [_image_path(root, name, downscale) for name in names]
     images, sizes = load_images(paths, with_images)
     cameras = cameras_for_images(_cameras(meta, frames, meta_path, paths, sizes, downscale), paths, sizes, downscale)
-    splits = _splits(meta, meta_path, [f["file_path"] for f in frames])
+    cameras = check_cameras(cameras, meta_path, paths)
+    splits = _splits(meta, meta_path, names)
     bbox, near, far = _bounds(meta, meta_path, cameras, splits["train"])
     mask_paths = _mask_paths(root, frames, meta_path, downscale)
     return Scene(
@@ -78,13 +83,6 @@ def load(root: Path, with_images: bool = True, downscale: int = 1, **_) -> Scene
         masks=None if mask_paths is None else load_masks(mask_paths, sizes, with_images),
         extras={"mask_paths": mask_paths},
     )
-
-
-def _file_path(frame: dict, i: int, path: Path) -> str:
-    file_path = require(frame, "file_path", path, f" in frames[{i}]")
-    if not isinstance(file_path, str) or not file_path:
-        raise SceneError(path, f"'file_path' in frames[{i}] is not a file name: {file_path!r}")
-    return file_path
 
 
 def _cameras(
@@ -141,13 +139,13 @@ def _intrinsics(params: dict, size: np.ndarray, path: Path, where: str) -> tuple
     if "fl_x" in params:
         fx = require_number(params, "fl_x", path, where)
     elif "camera_angle_x" in params:
-        fx = focal_from_fov(require_number(params, "camera_angle_x", path, where), w)
+        fx = focal_from_fov(require_angle(params, "camera_angle_x", path, where), w)
     else:
         raise SceneError(path, f"missing key 'fl_x' (or 'camera_angle_x'){where}")
     if "fl_y" in params:
         fy = require_number(params, "fl_y", path, where)
     elif "camera_angle_y" in params:
-        fy = focal_from_fov(require_number(params, "camera_angle_y", path, where), h)
+        fy = focal_from_fov(require_angle(params, "camera_angle_y", path, where), h)
     else:
         fy = fx
     if fx <= 0 or fy <= 0:

@@ -116,7 +116,7 @@ def decompose_projection(p: np.ndarray, path: Path, key: str) -> tuple[np.ndarra
         K (3, 3) upper triangular with K[2, 2] = 1 and positive focal lengths, and c2w (3, 4) (OpenCV).
     """
     m = p[:, :3]
-    if abs(np.linalg.det(m)) < 1e-12 * np.abs(m).max() ** 3:
+    if not np.abs(m).max() or abs(np.linalg.det(m)) < 1e-12 * np.abs(m).max() ** 3:
         raise SceneError(path, f"'{key}' is a degenerate projection (its 3x3 part is singular)")
     flip = np.eye(3)[::-1]
     q, u = np.linalg.qr((flip @ m).T)
