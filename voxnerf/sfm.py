@@ -33,6 +33,7 @@ class SfmOptions:
         min_inliers: matches the first image pair needs (COLMAP's default 100); other images need 30% of it
             (at least 10). Small images (a few hundred pixels wide) have few features and need fewer.
         threads: CPU threads (-1: all).
+        seed: COLMAP's random seed (RANSAC, sampling): one seed and one thread repeat a reconstruction exactly.
     """
 
     camera_model: str = "SIMPLE_RADIAL"
@@ -40,6 +41,7 @@ class SfmOptions:
     matcher: str = "exhaustive"
     min_inliers: int = 100
     threads: int = -1
+    seed: int = 0
 
     def check(self) -> None:
         """VoxnerfError naming the option that is out of range."""
@@ -78,6 +80,7 @@ def reconstruct(images: Path, work: Path, options: SfmOptions) -> pycolmap.Recon
         The model that registers the most images.
     """
     options.check()
+    pycolmap.set_random_seed(options.seed)
     work.mkdir(parents=True, exist_ok=True)
     database = work / "database.db"
     database.unlink(missing_ok=True)
