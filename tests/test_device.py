@@ -1,6 +1,9 @@
 """Device moves: a model moved to another device (the meta device stands in for CUDA) keeps no tensor behind, in
 its parameters, buffers or any attribute (index tables, cached layouts, bounding boxes)."""
 
+import dataclasses
+
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -53,7 +56,8 @@ def test_moving_a_model_leaves_no_tensor_behind():
 
 def test_the_preset_follows_the_device(general_scene, tmp_path):
     """A plain `voxnerf train` sizes the run for where it trains: the layout's preset on CUDA (2^18 samples per step,
-    a grid up to 256^3, fp16 autocast), with configs/cpu.yaml over it on a CPU."""
+    a grid up to 256^3, fp16 autocast), with configs/cpu.yaml over it on a CPU; for an object scene on a CPU that is
+    exactly the lego benchmark's configuration (issue 15: the plain command scores what the benchmark scores)."""
     from voxnerf.device import amp_dtype_for
     from voxnerf.session import build_config, default_config
 
@@ -67,6 +71,13 @@ def test_the_preset_follows_the_device(general_scene, tmp_path):
     assert cpu_path == gpu_path and [p.name for p in cpu_overlays] == ["cpu.yaml"]
     assert cpu.optim.target_samples <= 2**16 and cpu.levels[-1].resolution == 128 and cpu.max_time > 0
     assert "cpu.yaml" in said[1] and "cpu.yaml" not in said[0]
+    from voxnerf.config import config_to_dict
+    from voxnerf.session import preset_path
+
+    object_scene = dataclasses.replace(general_scene, masks=None, background=np.ones(3))
+    path, overlays = default_config(object_scene, tmp_path, False, torch.device("cpu"))
+    benchmark = build_config(preset_path("cpu"), [], None, 120.0, None)  # the lego benchmark's configuration
+    assert config_to_dict(build_config(path, [], None, 120.0, None, overlays)) == config_to_dict(benchmark)
 
 
 TOY = {"levels": [{"until": 1.0, "resolution": 32, "image_scale": 1.0}], "occupancy": {"warmup_steps": 2},
