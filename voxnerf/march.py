@@ -94,7 +94,8 @@ def march(
         j = torch.arange(start, min(start + chunk, n_coarse), device=device)
         u_c = u_near[:, None] + j * coarse  # (R, J) coarse steps of every ray, tested densely
         x_c = space.march_points(origins[:, None], dirs[:, None], space.march_distance(u_c, extra[:, None]))
-        live = marching[:, None] & (u_c < u_far[:, None]) & occupancy.in_occupied_brick(x_c.view(-1, 3)).view(u_c.shape)
+        in_brick = occupancy.in_occupied_brick(x_c.view(-1, 3)).view(u_c.shape)
+        live = marching[:, None] & (u_c < u_far[:, None]) & in_brick
         ray_c, j_c = torch.nonzero(live, as_tuple=True)  # host sync 1 of the round
         ray = ray_c[:, None].expand(-1, substeps).reshape(-1)
         u = (u_c[ray_c, j_c][:, None] + (fine + offsets[ray_c, None]) * step).reshape(-1)
@@ -119,4 +120,3 @@ def march(
     kept = kept[torch.argsort(columns[0][kept], stable=True)]  # rounds come in distance order: stable sort suffices
     ray_idx, t, u, delta, *lookup = (c[kept] for c in columns)
     return Samples(ray_idx, t, u, delta, tuple(lookup), candidates)
-

@@ -170,7 +170,7 @@ class Trainer:
             "mse": mse.detach(),
             "rays": n_total,
             "samples_per_ray": samples_per_ray,
-            "candidates": result.num_candidates,
+            "skipped": 1.0 - result.num_samples / result.num_candidates.clamp_min(1),  # this rank's, on the device
             "color_samples_per_ray": result.num_color_samples / max(len(batch["origins"]), 1),
             "resolution": self.model.estimator.resolution,
             "image_scale": level.image_scale,
@@ -179,9 +179,9 @@ class Trainer:
     def log_row(self, stats: dict) -> dict:
         """A step's statistics as plain numbers for the log, with the values that wait on the device (loss, PSNR,
         occupied cells) read only here: on logging steps, not every step."""
-        row = {k: v for k, v in stats.items() if k not in ("mse", "candidates")}
+        row = {k: v for k, v in stats.items() if k != "mse"}
         row.update(loss=stats["loss"].item(), psnr=mse_to_psnr(stats["mse"].item()),
-                   skipped=1.0 - row["samples_per_ray"] * row["rays"] / max(stats["candidates"].item(), 1),
+                   skipped=stats["skipped"].item(),
                    occupied=int(self.model.estimator.occupied.sum()),
                    parameters=sum(p.numel() for p in self.model.parameters()))
         return row

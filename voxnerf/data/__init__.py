@@ -2,8 +2,9 @@
 
 Each format module has `NAME`, `detect(root) -> bool` and `load(root, with_images, downscale) -> Scene`.
 Every scene's cameras and splits are checked here, whatever the format (`check_cameras`, `check_splits`); loaders
-whose bounds depend on the cameras check them before computing bounds too. Detection tries FORMATS in order: LLFF comes before COLMAP because LLFF scenes usually ship the COLMAP model
-(`sparse/0/`) they were made from, and `poses_bounds.npy` is the more specific sign.
+whose bounds depend on the cameras check them before computing bounds too. Detection tries FORMATS in order: LLFF
+comes before COLMAP because LLFF scenes usually ship the COLMAP model (`sparse/0/`) they were made from, and
+`poses_bounds.npy` is the more specific sign.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def detect_format(root: Path):
 
 
 def format_named(name: str):
-    """The loader module of format `name` (`--format`), or SceneError listing the known ones."""
+    """The loader module of format `name` (`--format`), or a VoxnerfError listing the known ones."""
     for fmt in FORMATS:
         if fmt.NAME == name:
             return fmt
