@@ -19,8 +19,11 @@ signal.signal(signal.SIGINT, interrupted)
 
 
 def main() -> None:
-    """Import the CLI, then run it (voxnerf_cli.main.main)."""
+    """Import the CLI, then run it (voxnerf_cli.main.main), with freed memory kept for reuse
+    (voxnerf.allocator)."""
+    from voxnerf.allocator import keep_freed_memory
     from voxnerf_cli.main import main as run
 
+    keep_freed_memory()
     signal.signal(signal.SIGINT, signal.default_int_handler)
     run()

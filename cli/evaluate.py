@@ -16,12 +16,13 @@ from voxnerf_cli.options import threads_option, use_threads
 
 
 def mean_line(result: dict) -> str:
-    """'test  PSNR 31.20 dB  SSIM 0.952  (10 views)' from a `score_split` result."""
+    """'test  PSNR 31.20 dB  SSIM 0.952  (10 views, 64.1k rays/s)' from a `score_split` result."""
     mean, n = result["mean"], len(result["views"])
     parts = [f"{result['split']:<5} PSNR {mean['psnr']:.2f} dB", f"SSIM {mean['ssim']:.3f}"]
     if "lpips" in mean:
         parts.append(f"LPIPS {mean['lpips']:.3f}")
-    return "  ".join(parts) + f"  ({n} view{'s' * (n != 1)})"
+    speed = result["rays"] / max(result["render_seconds"], 1e-9)
+    return "  ".join(parts) + f"  ({n} view{'s' * (n != 1)}, {speed / 1e3:.1f}k rays/s)"
 
 
 def print_scores(result: dict) -> None:

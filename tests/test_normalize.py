@@ -9,7 +9,7 @@ import torch
 
 import voxnerf_scenes
 from voxnerf.data import load_scene
-from voxnerf.normalize import space_for
+from voxnerf.normalize import CAMERA_MARGIN, NEAR_MARGIN, space_for
 from voxnerf.rays import image_rays
 from voxnerf.session import preset_for
 
@@ -40,10 +40,12 @@ def test_each_capture_gets_the_preset_and_space_of_its_layout(captures, key, pre
     assert load_config(preset_path(name)).space == kind
 
 
-def test_contracted_space_holds_the_cameras_and_objects_inside_and_the_background_in_the_shell(captures):
+def test_contracted_space_holds_where_rays_start_and_objects_inside_and_the_background_in_the_shell(captures):
     scene = captures["unbounded", "colmap"]
     space = space_for(scene, "contract")
-    assert np.abs(space.world_to_unit(scene.cameras.centers)).max() <= 1.0
+    starts = scene.cameras.centers + NEAR_MARGIN * scene.near * scene.cameras.forward
+    assert np.abs(space.world_to_unit(starts)).max() == pytest.approx(1 / CAMERA_MARGIN)
+    assert space.near == pytest.approx(NEAR_MARGIN * scene.near * space.scale)
     radius = np.linalg.norm(scene.points, axis=-1)
     grid = space.to_grid(torch.as_tensor(space.world_to_unit(scene.points))).abs().amax(-1).numpy()
     assert np.all(grid[radius < OBJECT_RADIUS] < 0.5)  # objects: the inner box, the grid's middle half

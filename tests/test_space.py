@@ -63,21 +63,48 @@ def test_ndc_window_holds_every_training_pixel_ray():
         assert torch.cat([start, end])[:, :2].abs().max() <= 1 + 1e-9
 
 
-def test_contract_space_holds_every_camera_and_centers_on_their_focus():
+def ring_cameras(target: np.ndarray, radius: float = 3.0) -> Cameras:
+    """12 cameras on a ring of `radius` around `target`, a little above it, all looking at it (40 x 30 pixels)."""
     angles = np.linspace(0, 2 * np.pi, 12, endpoint=False)
     target = np.array([1.0, 2.0, 0.5])
-    positions = target + 3 * np.stack([np.cos(angles), np.sin(angles), 0.3 * np.ones_like(angles)], -1)
+    positions = target + radius * np.stack([np.cos(angles), np.sin(angles), 0.3 * np.ones_like(angles)], -1)
     c2w = []
     for pos in positions:
         fwd = (target - pos) / np.linalg.norm(target - pos)
         right = np.cross(fwd, [0, 0, 1.0])
         right /= np.linalg.norm(right)
         c2w.append(np.stack([right, np.cross(fwd, right), fwd, pos], 1))
-    cams = Cameras(np.array(c2w), np.tile([50.0, 50, 20, 15], (12, 1)), np.tile([40, 30], (12, 1)), np.zeros((12, 4)))
+    return Cameras(np.array(c2w), np.tile([50.0, 50, 20, 15], (12, 1)), np.tile([40, 30], (12, 1)), np.zeros((12, 4)))
+
+
+def test_contract_space_holds_every_camera_and_centers_on_their_focus():
+    target = np.array([1.0, 2.0, 0.5])
+    cams = ring_cameras(target)
     space = contract_space(cams)
     np.testing.assert_allclose(space.center, target, atol=1e-6)
     unit = space.world_to_unit(cams.centers)
     assert np.abs(unit).max() <= 1.0 and np.abs(unit).max() > 0.9
+    assert space.near == 0
+
+
+def test_with_a_near_bound_the_contract_box_holds_where_rays_start_and_rays_start_there():
+    target = np.array([1.0, 2.0, 0.5])
+    cams = ring_cameras(target)
+    space = contract_space(cams, near=2.0)  # the ring's radius is 3.16: rays start 1.8 in front of the cameras
+    starts = space.world_to_unit(cams.centers + 1.8 * cams.forward)
+    assert np.abs(starts).max() <= 1.0 and np.abs(starts).max() > 0.9  # a box 2.4x smaller than the cameras' box
+    assert space.near == pytest.approx(1.8 * space.scale)
+    model = ball_model(space, resolution=32)
+    origins = torch.as_tensor(space.world_to_unit(cams.centers), dtype=torch.float32)
+    dirs = torch.as_tensor(cams.forward, dtype=torch.float32)
+    cfg = RenderConfig(alpha_min=0.0, transmittance_min=1e-6, color_weight_min=0.0)
+    rays = space.march_rays(origins, dirs)
+    samples = model.estimator.march(rays, lambda g: (torch.zeros(len(g)), (g,)), 0.02, torch.full((12,), 0.5),
+                                    0.0, 1e-6, 16)
+    distance = space.ray_distance(samples.t, rays, samples.ray_idx)
+    assert distance.min() >= space.near and distance.min() < space.near + 0.05
+    result = render_rays(model, origins, dirs, torch.zeros(3), cfg)
+    assert result.opacity.min() > 0.99  # every camera still sees the ball (unit-box radius 0.5) in front of it
 
 
 def ball_model(space: Space, resolution: int = 64) -> Model:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -20,6 +21,11 @@ from voxnerf.rays import image_rays
 from voxnerf.renderer import RenderConfig, render_rays
 from voxnerf.scene import Scene
 
+RAY_CHUNK = 4096  # rays rendered at once on a CPU: memory grows with chunk x samples per ray, and larger chunks are
+#                   slower per ray too (ethiopianHead_8, 1 thread: 33k rays/s and 0.6 GB peak at 4096, 27k and 1.4 GB
+#                   at 16384)
+GPU_RAY_CHUNK = 1 << 16  # on a GPU: fewer, larger launches
+
 
 @dataclass
 class View:
@@ -32,16 +38,17 @@ class View:
 
 @torch.no_grad()
 def render_view(model: Model, cameras: Cameras, index: int, background: np.ndarray, cfg: RenderConfig,
-                device: torch.device, amp_dtype: torch.dtype | None = None, chunk: int = 16384,
+                device: torch.device, amp_dtype: torch.dtype | None = None, chunk: int | None = None,
                 image: int | None = None) -> View:
-    """Render world camera `index` in full (the model's space places it), in chunks of rays, with
-    deterministic (mid-step) samples, in the appearance of training image `image` (default: the fixed
-    appearance of views not trained on; see voxnerf.appearance)."""
+    """Render world camera `index` in full (the model's space places it), in chunks of rays (default: RAY_CHUNK on a
+    CPU, GPU_RAY_CHUNK on a GPU), with deterministic (mid-step) samples, in the appearance of training image
+    `image` (default: the fixed appearance of views not trained on; see voxnerf.appearance)."""
     width, height = (int(s) for s in cameras.sizes[index])
     origins, dirs = image_rays(cameras, index)
     scale = model.space.scale
     origins = (origins - torch.as_tensor(model.space.center, dtype=torch.float32)) * scale
     bg = torch.as_tensor(background, dtype=torch.float32, device=device)
+    chunk = chunk or (GPU_RAY_CHUNK if device.type == "cuda" else RAY_CHUNK)
     parts = []
     for i in range(0, len(origins), chunk):
         rays = origins[i:i + chunk].to(device)
@@ -84,20 +91,24 @@ def score_split(render: Callable[[Cameras, int], View], scene: Scene, split: str
         with_lpips: add LPIPS when the package is installed.
         progress: show a bar over the rendered views.
     Returns:
-        {"split": split, "views": [{"psnr", "ssim"(, "lpips"), "view": file name}, ...], "mean": {metric: mean}}.
+        {"split": split, "views": [{"psnr", "ssim"(, "lpips"), "view": file name}, ...], "mean": {metric: mean},
+         "rays": pixels rendered, "render_seconds": wall time of the rendering}.
     """
     indices = scene.split_indices(split)[::every]
     if not len(indices):
         raise VoxnerfError(f"{scene.root}: no '{split}' views to evaluate")
     background = scene.render_background
+    start = time.perf_counter()
     preds = [render(scene.cameras, int(i)).rgb
              for i in tqdm(indices, desc=f"{split} views", unit="view", disable=not progress, leave=False)]
+    seconds = time.perf_counter() - start
     targets = [target_image(scene.rgba(i), background) for i in indices]
     rows = score_views(preds, targets, with_lpips)
     for i, row in zip(indices, rows):
         row["view"] = scene.image_paths[i].name
     mean = {k: float(np.mean([r[k] for r in rows])) for k in rows[0] if k != "view"}
-    return {"split": split, "views": rows, "mean": mean}
+    rays = sum(p.shape[0] * p.shape[1] for p in preds)
+    return {"split": split, "views": rows, "mean": mean, "rays": rays, "render_seconds": seconds}
 
 
 def scores_path(run_dir: Path, split: str) -> Path:

@@ -2,7 +2,10 @@
 
 - box: the loader's box of interest (`Scene.bbox`) becomes the unit box.
 - contract: the unit box is centered on the point the cameras look at (least squares over their optical axes)
-  and just holds every camera (Mip-NeRF 360's convention); what lies beyond is contracted into the outer shell.
+  and just holds where the rays start, NEAR_MARGIN times the scene's near bound (LLFF's bounds, the depth of the
+  nearest sparse points) in front of each camera; what lies beyond is contracted into the outer shell. With no near
+  bound that is Mip-NeRF 360's box around every camera; with one, the subject gets the finer cells of a smaller
+  box, and no ray passes where the field could hide view-specific floaters right in front of a camera.
 - ndc: the reference camera is the mean pose (mean center, averaged and re-orthogonalized axes); the unit is
   chosen so the near plane, a little in front of the closest content (`Scene.near`), lies at depth 1; the NDC
   window is widened so that every training pixel's ray falls inside the grid's x-y range.
@@ -18,8 +21,8 @@ from voxnerf.data.common import bounds_from_cameras
 from voxnerf.scene import Scene
 from voxnerf.space import Box, Contract, Ndc, Space
 
-CAMERA_MARGIN = 1.05  # contract: the unit box reaches this much beyond the farthest camera
-NEAR_MARGIN = 0.9  # ndc: the near plane sits at this fraction of the scene's near depth
+CAMERA_MARGIN = 1.05  # contract: the unit box reaches this much beyond the farthest ray start
+NEAR_MARGIN = 0.9  # ndc: the near plane sits at this fraction of the scene's near depth; contract: rays start there
 FAR_RATIO = 100.0  # contract: rays march this many times the camera radius (the grid's shell reaches infinity)
 
 
@@ -27,18 +30,20 @@ def space_for(scene: Scene, kind: str) -> Space:
     """The Space of `kind` (a name in voxnerf.space.SPACES, from the config) that frames `scene`'s training
     cameras."""
     cameras = scene.cameras.subset(scene.split_indices("train"))
-    builders = {"box": lambda: Box(scene.center.tolist(), scene.scale), "contract": lambda: contract_space(cameras),
+    builders = {"box": lambda: Box(scene.center.tolist(), scene.scale), "contract": lambda: contract_space(cameras, scene.near),
                 "ndc": lambda: ndc_space(cameras, scene.near)}
     return builders[kind]()
 
 
-def contract_space(cameras: Cameras) -> Space:
-    """The unit box centered on the cameras' focus point, reaching just past the farthest camera."""
+def contract_space(cameras: Cameras, near: float = 0.0) -> Space:
+    """The unit box centered on the cameras' focus point, reaching just past the farthest ray start: rays start
+    NEAR_MARGIN times `near` (world units) along the cameras' optical axes."""
     bbox = bounds_from_cameras(cameras)[0]
     center = 0.5 * (bbox[0] + bbox[1])
-    half = CAMERA_MARGIN * float(np.abs(cameras.centers - center).max())
+    starts = cameras.centers + NEAR_MARGIN * near * cameras.forward
+    half = CAMERA_MARGIN * float(np.abs(starts - center).max())
     half = max(half, 1e-6)
-    return Contract(center.tolist(), 1.0 / half, far=FAR_RATIO)
+    return Contract(center.tolist(), 1.0 / half, far=FAR_RATIO, near=NEAR_MARGIN * near / half)
 
 
 def mean_pose(cameras: Cameras) -> tuple[np.ndarray, np.ndarray]:

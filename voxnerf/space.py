@@ -157,6 +157,7 @@ class Contract(Space):
     """Unbounded scenes: the unit box in the middle half of the grid, the rest of space contracted around it.
 
     Attributes:
+        near: rays start this far from their origin (unit-box units): nothing is closer to a camera.
         far: rays end this far from their origin (unit-box units; the grid's outer shell reaches infinity, this
             only bounds the marching).
     """
@@ -165,12 +166,12 @@ class Contract(Space):
     inner_scale = 0.5
     bounded = False
 
-    def __init__(self, center=(0.0, 0.0, 0.0), scale: float = 1.0, far: float = 1000.0):
+    def __init__(self, center=(0.0, 0.0, 0.0), scale: float = 1.0, far: float = 1000.0, near: float = 0.0):
         super().__init__(center, scale)
-        self.far = float(far)
+        self.far, self.near = float(far), float(near)
 
     def to_dict(self) -> dict:
-        return {**super().to_dict(), "far": self.far}
+        return {**super().to_dict(), "far": self.far, "near": self.near}
 
     def to_grid(self, x: torch.Tensor) -> torch.Tensor:
         return 0.5 * contract(x)
@@ -193,13 +194,20 @@ class Contract(Space):
         return MarchRays(origins, dirs, a.clamp_min(1.0).unsqueeze(-1))
 
     def march_span(self, rays: MarchRays, lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """From the origin out to `far` (every ray crosses the whole contracted grid)."""
+        """From `near` out to `far` (every ray crosses the whole contracted grid)."""
         a = rays.extra[:, 0]
-        return torch.zeros_like(a), 2 * a - a * a / self.far
+        return self._march_parameter(torch.full_like(a, self.near), a), self._march_parameter(self.far, a)
 
     def march_distance(self, u: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
         a = extra[..., 0]
         return torch.where(u <= a, u, a * a / (2 * a - u).clamp_min(1e-9))
+
+    @staticmethod
+    def _march_parameter(t, a: torch.Tensor) -> torch.Tensor:
+        """Inverse of `march_distance`: (R,) march parameters u of distances t (a number or (R,)) on rays with exit
+        distances a (R,)."""
+        t = torch.as_tensor(t, dtype=a.dtype, device=a.device)
+        return torch.where(t <= a, t, 2 * a - a * a / t.clamp_min(1e-9))
 
     def march_points(self, origins: torch.Tensor, dirs: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         return 0.5 * contract(origins + t.unsqueeze(-1) * dirs)
