@@ -15,7 +15,6 @@ from typing import Callable, Sequence
 
 import torch
 
-from voxnerf.allocator import keep_freed_memory
 from voxnerf.checkpoint import CHECKPOINT, check_resumable, load_checkpoint
 from voxnerf.config import TrainConfig, check_override, load_config, parse_override, read_preset
 from voxnerf.data import load_scene
@@ -198,7 +197,6 @@ def train_run(scene_dir: Path, config: Path | None, out: Path, *, device: str = 
     picked for the scene (without `config`) and notes on the run folder are told to `say`; `on_step` hooks run
     after every step (see `Trainer`).
     """
-    keep_freed_memory()  # large tensors are freed and allocated again every step (voxnerf.allocator)
     out = Path(out)
     main = int(os.environ.get("RANK", "0")) == 0
     check_out(out, resume, overwrite)

@@ -11,6 +11,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
+from voxnerf.allocator import keep_freed_memory
 from voxnerf.cameras import Cameras
 from voxnerf.checkpoint import CHECKPOINT, load_checkpoint, save_atomic
 from voxnerf.config import TrainConfig, config_to_dict
@@ -54,6 +55,7 @@ class Trainer:
                  init: Path | None = None, eval_at: tuple[float, ...] = (), quiet: bool = False,
                  world: World | None = None, on_step: Sequence[Callable[[Trainer, dict], None]] = ()):
         self.scene, self.cfg, self.out, self.device, self.quiet = scene, cfg, Path(out), device, quiet
+        keep_freed_memory()  # a step frees and reallocates table-sized tensors (voxnerf.allocator)
         self.world = world or World()
         self.on_step = list(on_step)
         # threads 0: follow the cores other processes leave free (one process; ranks keep torch's count)
