@@ -11,12 +11,12 @@ Variants of one LLFF-style capture (folders of links under --out; nothing is cop
   forward   only the photos within FORWARD_DEGREES of the middle photo's view direction: a forward-facing sweep
             (NDC space)
 
-With --appearance, each variant trains a second time with per-image appearance codes
+With --appearance VARIANTS, those variants train a second time with per-image appearance codes
 (`field.appearance_dim=APPEARANCE_DIM`), right after the first.
 
     python benchmarks/captures_real.py                          # ethiopianHead_8, the three variants, 300 s each
     python benchmarks/captures_real.py PATH --variants no-masks --budget 120
-    python benchmarks/captures_real.py --variants as-is --appearance
+    python benchmarks/captures_real.py --appearance as-is,no-masks
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def main() -> None:
     parser.add_argument("--eval-at", default="150", help="extra scoring times (s) before the end")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", type=Path, default=REPO / "bench_runs" / "captures_real")
-    parser.add_argument("--appearance", action="store_true", help="also train each variant with appearance codes")
+    parser.add_argument("--appearance", default="", help="variants to train again with appearance codes")
     parser.add_argument("--one", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--set", dest="sets", action="append", default=[], help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -122,9 +122,9 @@ def main() -> None:
         sys.exit(f"{args.capture}: not an LLFF-style capture (no poses_bounds.npy); pass one as the first argument")
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
-    runs = [(v, []) for v in args.variants.split(",")]
-    if args.appearance:
-        runs = [run for v, _ in runs for run in ((v, []), (v, [f"field.appearance_dim={APPEARANCE_DIM}"]))]
+    codes = [f"field.appearance_dim={APPEARANCE_DIM}"]
+    runs = [run for v in args.variants.split(",")
+            for run in ((v, []),) + (((v, codes),) if v in args.appearance.split(",") else ())]
     for variant, sets in runs:
         scene_dir = link_variant(args.capture.resolve(), variant, args.out)
         name = variant + " + appearance codes" * bool(sets)
