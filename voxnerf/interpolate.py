@@ -36,7 +36,7 @@ def weighted_row_sum(table: torch.Tensor, rows: torch.Tensor, weights: torch.Ten
 
     Args:
         table: (V, C) values, or (V,) for a scalar table.
-        rows: (N, K) int64 row indices into `table`.
+        rows: (N, K) int64 (or int32) row indices into `table`.
         weights: (N, K) weights (same dtype as table); a zero weight makes its row irrelevant.
     Returns:
         (N, C), or (N,) for a scalar table.

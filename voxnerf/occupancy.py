@@ -17,7 +17,8 @@ import torch.nn.functional as F
 from voxnerf.config import OccupancyConfig
 from voxnerf.march import Samples, SigmaFn, march
 from voxnerf.space import MarchRays, Space, space_from_dict
-from voxnerf.sparse_grid import BRICK_VOLUME, BrickModule, Relayout, all_bricks, pruned, subdivided
+from voxnerf.sparse_grid import (BRICK_VOLUME, STENCIL_CHUNK, BrickModule, Relayout, all_bricks, pruned,
+                                 subdivided)
 
 
 
@@ -111,7 +112,11 @@ class OccupancyGrid(BrickModule):
         """
         sigma = density_fn(self.vertices())
         corners = self.layout.cell_corner_rows()
-        return sigma[corners.clamp_min(0)].masked_fill(corners < 0, 0.0).amax(-1)
+        out = torch.empty_like(sigma)
+        for i in range(0, len(corners), STENCIL_CHUNK):  # a gather of all (V, 8) at once is ~0.5 GB at 128^3
+            c = corners[i:i + STENCIL_CHUNK]
+            out[i:i + STENCIL_CHUNK] = sigma[c.clamp_min(0)].masked_fill(c < 0, 0.0).amax(-1)
+        return out
 
     @torch.no_grad()
     def update(self, density_fn: Callable[[torch.Tensor], torch.Tensor], cfg: OccupancyConfig, step_ratio: float,

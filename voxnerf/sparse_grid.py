@@ -20,6 +20,8 @@ from torch import nn
 
 from voxnerf.interpolate import weighted_row_sum
 
+STENCIL_CHUNK = 1 << 18  # vertices per step when a stencil is built for a whole layout (bounds its temporaries)
+
 BRICK = 8
 BRICK_VOLUME = BRICK**3
 CORNERS = torch.tensor([[i, j, k] for i in (0, 1) for j in (0, 1) for k in (0, 1)], dtype=torch.int64)
@@ -113,14 +115,17 @@ class BrickIndex:
         return (base + LOCAL.to(base.device)).reshape(-1, 3)
 
     def cell_corner_rows(self) -> torch.Tensor:
-        """(V, 8) int64 rows of the 8 corners of the cell each row is the min corner of, -1 where a corner's
-        brick is not allocated or the row names no cell (computed once per layout; do not modify)."""
+        """(V, 8) int32 rows of the 8 corners of the cell each row is the min corner of, -1 where a corner's
+        brick is not allocated or the row names no cell (computed once per layout, STENCIL_CHUNK rows at a time;
+        do not modify)."""
         return self._cell_corner_rows
 
     @cached_property
     def _cell_corner_rows(self) -> torch.Tensor:
         v = self.slot_vertices().clamp_max(self.resolution - 1)
-        rows = self.vertex_slots(v.unsqueeze(1) + CORNERS.to(v.device))
+        rows = torch.empty(len(v), 8, dtype=torch.int32, device=v.device)
+        for i in range(0, len(v), STENCIL_CHUNK):
+            rows[i:i + STENCIL_CHUNK] = self.vertex_slots(v[i:i + STENCIL_CHUNK].unsqueeze(1) + CORNERS.to(v.device))
         return rows.masked_fill_(~self.real_cells().unsqueeze(1), -1)
 
     def vertex_points(self) -> torch.Tensor:
@@ -222,7 +227,7 @@ def subdivided(old: BrickIndex, cells: torch.Tensor) -> Relayout:
     children = (2 * parents.unsqueeze(1) + CORNERS.to(parents.device)).reshape(-1, 3)
     new = BrickIndex(2 * old.resolution, bricks_around_cells(children, 2 * old.resolution // BRICK + 1))
     vertices = new.slot_vertices()
-    rows, w = old.corners(vertices.float() / new.resolution * 2 - 1)
+    rows, w = _stencil_in_chunks(old, vertices.float() / new.resolution * 2 - 1)
     parent_slots = old.vertex_slots((vertices >> 1).clamp_max(old.resolution - 1))
 
     def interpolate(table: torch.Tensor) -> torch.Tensor:
@@ -233,6 +238,17 @@ def subdivided(old: BrickIndex, cells: torch.Tensor) -> Relayout:
         return table[parent_slots.clamp_min(0)] & (parent_slots >= 0)
 
     return Relayout(new, interpolate, inherit)
+
+
+def _stencil_in_chunks(layout: BrickIndex, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`layout.corners(x)` for many points (N, 3), with int32 rows: (N, 8) int32 rows and (N, 8) weights, built
+    STENCIL_CHUNK points at a time (a refinement to 128^3 builds it for ~2.5M vertices: ~0.6 GB of temporaries at
+    once, ~0.25 GB for the int64 result)."""
+    rows = torch.empty(len(x), 8, dtype=torch.int32, device=x.device)
+    w = torch.empty(len(x), 8, dtype=x.dtype, device=x.device)
+    for i in range(0, len(x), STENCIL_CHUNK):
+        rows[i:i + STENCIL_CHUNK], w[i:i + STENCIL_CHUNK] = layout.corners(x[i:i + STENCIL_CHUNK])
+    return rows, w
 
 
 class BrickModule(nn.Module):

@@ -12,6 +12,9 @@ from voxnerf.fields import Field
 from voxnerf.model import Model
 
 
+LOOKUP_CHUNK = 1 << 18  # points looked up at once when the estimator's vertices are cached
+
+
 class FixedPointsDensity:
     """A density callback that computes the field's Lookup of one fixed tensor of points once (the estimator's
     vertices: the trilinear stencil is most of the cost of an occupancy update) and reuses it; other points are
@@ -19,8 +22,9 @@ class FixedPointsDensity:
 
     def __init__(self, field: Field, points: torch.Tensor):
         self.field, self.points = field, points
-        with torch.no_grad():
-            self.lookup = field.lookup(points)
+        with torch.no_grad():  # in chunks: the lookup's temporaries are several times its result
+            parts = [field.lookup(points[i:i + LOOKUP_CHUNK]) for i in range(0, max(len(points), 1), LOOKUP_CHUNK)]
+        self.lookup = tuple(torch.cat(columns) for columns in zip(*parts))
 
     def __call__(self, g: torch.Tensor) -> torch.Tensor:
         if g is not self.points:
