@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from voxnerf.allocator import keep_freed_memory
+from voxnerf.allocator import keep_freed_memory, release_freed_memory
 from voxnerf.cameras import Cameras
 from voxnerf.checkpoint import CHECKPOINT, load_checkpoint, save_atomic
 from voxnerf.config import TrainConfig, config_to_dict
@@ -273,6 +273,7 @@ class Trainer:
     def evaluate(self, split: str = "test", every: int = 1, with_lpips: bool = True, write: bool = True) -> dict:
         """Render every `every`-th view of `split` and score it (`score_split`); written into the run folder
         (eval.json, eval_SPLIT.json for other splits) when `write`."""
+        release_freed_memory()  # what training steps kept would stay resident beside the renders' own
         result = score_split(self.render_view, self.scene, split, every, with_lpips)
         if write:
             write_scores(result, self.out)
