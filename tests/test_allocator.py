@@ -1,4 +1,5 @@
-"""Freed memory stays in the process (voxnerf.allocator): a training step's large tensors do not fault pages in again."""
+"""Freed memory stays in the process (voxnerf.allocator): a training step's large tensors do not fault pages in
+again."""
 
 import os
 import platform

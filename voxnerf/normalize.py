@@ -30,7 +30,8 @@ def space_for(scene: Scene, kind: str) -> Space:
     """The Space of `kind` (a name in voxnerf.space.SPACES, from the config) that frames `scene`'s training
     cameras."""
     cameras = scene.cameras.subset(scene.split_indices("train"))
-    builders = {"box": lambda: Box(scene.center.tolist(), scene.scale), "contract": lambda: contract_space(cameras, scene.near),
+    builders = {"box": lambda: Box(scene.center.tolist(), scene.scale),
+                "contract": lambda: contract_space(cameras, scene.near),
                 "ndc": lambda: ndc_space(cameras, scene.near)}
     return builders[kind]()
 

@@ -196,7 +196,7 @@ class Contract(Space):
     def march_span(self, rays: MarchRays, lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """From `near` out to `far` (every ray crosses the whole contracted grid)."""
         a = rays.extra[:, 0]
-        return self._march_parameter(torch.full_like(a, self.near), a), self._march_parameter(self.far, a)
+        return self._march_parameter(self.near, a), self._march_parameter(self.far, a)
 
     def march_distance(self, u: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
         a = extra[..., 0]

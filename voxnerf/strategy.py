@@ -10,9 +10,7 @@ import torch
 from voxnerf.config import Level, OccupancyConfig
 from voxnerf.fields import Field
 from voxnerf.model import Model
-
-
-LOOKUP_CHUNK = 1 << 18  # points looked up at once when the estimator's vertices are cached
+from voxnerf.sparse_grid import STENCIL_CHUNK
 
 
 class FixedPointsDensity:
@@ -23,7 +21,7 @@ class FixedPointsDensity:
     def __init__(self, field: Field, points: torch.Tensor):
         self.field, self.points = field, points
         with torch.no_grad():  # in chunks: the lookup's temporaries are several times its result
-            parts = [field.lookup(points[i:i + LOOKUP_CHUNK]) for i in range(0, max(len(points), 1), LOOKUP_CHUNK)]
+            parts = [field.lookup(points[i:i + STENCIL_CHUNK]) for i in range(0, max(len(points), 1), STENCIL_CHUNK)]
         self.lookup = tuple(torch.cat(columns) for columns in zip(*parts))
 
     def __call__(self, g: torch.Tensor) -> torch.Tensor:
