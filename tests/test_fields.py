@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 import voxnerf_scenes as vs
 from voxnerf.config import load_config
@@ -13,6 +14,7 @@ from voxnerf.data import load_scene
 from voxnerf.errors import VoxnerfError
 from voxnerf.export import export_mesh
 from voxnerf.fields import FIELDS
+from voxnerf.fields.decoder import SIZES_PER_OCTAVE, ColorDecoder, GridFieldConfig, bucketed_rows
 from voxnerf.fields.dense import DenseGridField
 from voxnerf.run import load_run
 from voxnerf.trainer import Trainer
@@ -63,3 +65,24 @@ def test_a_dense_grid_field_exports_a_mesh_of_the_sphere(dense_run, tmp_path):
     assert len(mesh.triangles) > 100
     distance = vs.get("sphere").sdf(torch.as_tensor(vertices)).abs()
     assert float(distance.median()) < 2 * 2.0 / 32 / run.scale, "the mesh should lie on the sphere"
+
+
+def test_the_color_mlp_under_autocast_sees_few_row_counts_and_padding_changes_no_color():
+    """oneDNN caches a primitive per matmul shape (bf16 on a CPU): the decoder pads its rows to a few sizes per
+    octave, and the padded rows change none of the real rows' colors."""
+    decoder = ColorDecoder.seeded(GridFieldConfig(), seed=0)
+    torch.nn.init.normal_(decoder.mlp[-1].weight, std=0.5)  # a non-trivial last layer (it starts at zero)
+    seen = set()
+    decoder.mlp[0].register_forward_hook(lambda module, inputs, output: seen.add(len(inputs[0])))
+    features, dirs = torch.randn(4096, 12), F.normalize(torch.randn(4096, 3), dim=-1)
+    whole = decoder(features, dirs, torch.bfloat16)
+    counts = range(2048, 4097, 7)  # one octave
+    for n in counts:
+        part = decoder(features[:n], dirs[:n], torch.bfloat16)
+        assert part.shape == (n, 3)
+        torch.testing.assert_close(part, whole[:n], atol=1e-2, rtol=0)  # bf16 rounding; rows stay their own
+    assert len(seen) <= SIZES_PER_OCTAVE + 1, sorted(seen)
+    assert min(seen) == 2048 and all(n <= bucketed_rows(n) <= n * (1 + 1 / SIZES_PER_OCTAVE) for n in counts)
+    seen.clear()
+    decoder(features[:2049], dirs[:2049])  # fp32: no padding
+    assert seen == {2049}
