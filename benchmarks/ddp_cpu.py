@@ -7,6 +7,7 @@ writes the numbers to OUT/ddp_cpu.json.
 
     python benchmarks/ddp_cpu.py                 # 300 s per configuration (plus evaluation time)
     python benchmarks/ddp_cpu.py --budget 20 --points 2 --every 50    # a smoke run (about 1.5 minutes)
+    python benchmarks/ddp_cpu.py --budget 90 --points 2 --every 25 --repeats 3   # medians of 3 alternating pairs
 
 Run it on an otherwise idle machine: with the two cores shared with other jobs, a 2-thread process slowed down
 by more than 10x in our trials (threads waiting on each other), which says nothing about either configuration.
@@ -18,6 +19,7 @@ import argparse
 import csv
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -31,6 +33,7 @@ CONFIGURATIONS = {  # name -> `voxnerf train` options; both use the machine's 2 
     "2 processes x 1 thread": ["--nproc", "2", "--threads", "2"],
     "1 process x 2 threads": ["--threads", "2"],
 }
+BASELINE = "1 process x 2 threads"
 
 
 def eval_times(budget: float, points: int) -> list[float]:
@@ -38,9 +41,9 @@ def eval_times(budget: float, points: int) -> list[float]:
     return [round(budget * (i + 1) / points, 1) for i in range(points)]
 
 
-def train(name: str, options: list[str], args: argparse.Namespace) -> dict:
+def train(name: str, options: list[str], args: argparse.Namespace, repeat: int) -> dict:
     """One `voxnerf train` run; its snapshots, final scores, steps and mean rays/s."""
-    out = args.out / name.replace(" ", "")
+    out = args.out / f"{name.replace(' ', '')}_{repeat}"
     times = eval_times(args.budget, args.points)
     command = [sys.executable, "-m", "voxnerf", "train", str(args.scene), "--config", "cpu", "--out", str(out),
                "--overwrite", "--quiet", "--device", "cpu", "--max-time", str(args.budget),
@@ -66,7 +69,7 @@ def time_to(run: dict, psnr: float) -> float | None:
 
 
 def table(runs: list[dict]) -> str:
-    """Markdown: test PSNR at each evaluation time per configuration, steps, rays/s, time to the common PSNR."""
+    """Markdown: test PSNR at each evaluation time per run, steps, rays/s, time to the common PSNR."""
     common = min(run["snapshots"][-1]["psnr"] for run in runs)
     times = [f"{s['time']:.0f} s" for s in runs[0]["snapshots"]]
     lines = [f"| configuration | {' | '.join(times)} | steps | rays/s | time to {common:.2f} dB |",
@@ -79,23 +82,38 @@ def table(runs: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def medians(runs: list[dict]) -> str:
+    """Per configuration: the median rays/s and final test PSNR over its repeats, and its rays/s as a multiple of
+    one process's (BASELINE)."""
+    rates = {name: statistics.median(r["rays_per_s"] for r in runs if r["name"] == name) for name in CONFIGURATIONS}
+    lines = [f"| configuration | median rays/s | median final PSNR | rays/s ratio to {BASELINE} |", "|---|---|---|---|"]
+    for name, rate in rates.items():
+        psnr = statistics.median(r["snapshots"][-1]["psnr"] for r in runs if r["name"] == name)
+        lines.append(f"| {name} | {rate / 1e3:.1f}k | {psnr:.2f} | {rate / rates[BASELINE]:.2f} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scene", type=Path, default=LEGO, help="a NeRF-Synthetic scene folder")
     parser.add_argument("--budget", type=float, default=300.0, help="seconds of training per configuration")
     parser.add_argument("--points", type=int, default=5, help="evaluations per run, evenly spaced, one at the end")
     parser.add_argument("--every", type=int, default=4, help="score every k-th test view")
+    parser.add_argument("--repeats", type=int, default=1, help="alternating runs of each configuration")
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench" / "ddp_cpu")
     args = parser.parse_args()
     if not args.scene.is_dir():
         sys.exit(f"{args.scene}: scene not found (--scene)")
-    runs = [train(name, options, args) for name, options in CONFIGURATIONS.items()]
+    runs = [train(name, options, args, repeat) for repeat in range(args.repeats)
+            for name, options in CONFIGURATIONS.items()]
     args.out.mkdir(parents=True, exist_ok=True)
     machine = {"cpus": os.cpu_count(), "torch": torch.__version__}
     (args.out / "ddp_cpu.json").write_text(json.dumps({"budget_s": args.budget, "machine": machine, "runs": runs},
                                                       indent=2))
     print(f"lego_100, configs/cpu.yaml, {args.budget:g} s of training each, test PSNR (dB) at training time:\n")
     print(table(runs))
+    print()
+    print(medians(runs))
     print(f"\nnumbers in {args.out / 'ddp_cpu.json'}")
 
 

@@ -85,8 +85,11 @@ def test_both_ranks_end_with_identical_parameters_and_topology(two_process_run: 
 def test_two_processes_reach_the_quality_of_one_training_on_their_global_batch(two_process_run: Path,
                                                                              workdir: Path, scene_dir: Path):
     """Each rank draws a full batch, so two ranks step on twice the rays of one: a single process given that
-    global batch reaches the same quality."""
-    doubled = ["--set", "optim.target_samples=32768", "--set", "optim.min_rays=512", "--set", "optim.max_rays=4096"]
+    global batch and the rules two ranks follow (learning rates x sqrt(2), occupancy schedule counted in rays)
+    reaches the same quality."""
+    doubled = ["--set", "optim.target_samples=32768", "--set", "optim.min_rays=512", "--set", "optim.max_rays=4096",
+               "--set", f"optim.lr_grid={0.1 * 2 ** 0.5}", "--set", f"optim.lr_decoder={1e-3 * 2 ** 0.5}",
+               "--set", "occupancy.warmup_steps=25", "--set", f"occupancy.decay={0.95 ** 2}"]
     result = voxnerf("train", scene_dir, "--out", "one", "--threads", "1", "--max-steps", STEPS, *TINY, *doubled,
                      cwd=workdir)
     assert result.returncode == 0, result.stderr
@@ -124,19 +127,34 @@ def test_a_worker_that_dies_or_hangs_ends_the_job_with_a_clear_message(fault, wo
 
 def gradients_on_rank(out: Path) -> int:
     """Rank body of the row-sparse all-reduce test: rank r touches rows r, r + 2, r + 4, ... of a large table and
-    row 1 of both; rank 1 leaves one small parameter without gradient. Saves the reduced gradients."""
-    from voxnerf.distributed import SPARSE_ROWS, world_from_env
+    row 1 of both; a second table of the same rows (as density beside features) has its row 50 touched by rank 1
+    alone and no gradient on rank 0; a third has a gradient on no rank; rank 1 leaves one small parameter without
+    gradient; each rank counts 10 + r samples. Saves the reduced gradients, the summed count, the collectives run,
+    and what `clock_and_stop` agreed on (rank 1 alone asks to stop)."""
+    from voxnerf.distributed import SPARSE_ROWS, World, world_from_env
 
+    collectives = []
+    run = World._run
+    World._run = lambda self, what, *args, **kwargs: (collectives.append(what), run(self, what, *args, **kwargs))
     with world_from_env(torch.device("cpu")) as world:
         table = torch.zeros(SPARSE_ROWS + 10, 3, requires_grad=True)
+        column = torch.zeros(SPARSE_ROWS + 10, requires_grad=True)
+        idle = torch.zeros(SPARSE_ROWS + 10, 2, requires_grad=True)
         small, unused = torch.zeros(4, requires_grad=True), torch.zeros(2, requires_grad=True)
         rows = torch.arange(world.rank, 40, 2)
         table.grad = torch.zeros_like(table).index_fill_(0, rows, 1.0 + world.rank)
         table.grad[1] += 10.0
+        if world.rank == 1:
+            column.grad = torch.zeros_like(column)
+            column.grad[50] = 4.0
         small.grad = torch.full((4,), float(world.rank))
         unused.grad = torch.ones(2) if world.rank == 0 else None
-        world.all_reduce_gradients([table, small, unused])
-        torch.save({"table": table.grad, "small": small.grad, "unused": unused.grad}, out / f"rank{world.rank}.pt")
+        counted = world.all_reduce_gradients([table, small, column, idle, unused], [10.0 + world.rank])
+        exchange = list(collectives)
+        agreed = world.clock_and_stop(100.0 + world.rank, stop=world.rank == 1)
+        torch.save({"table": table.grad, "column": column.grad, "idle": idle.grad, "small": small.grad,
+                    "unused": unused.grad, "counted": counted, "collectives": exchange, "agreed": agreed},
+                   out / f"rank{world.rank}.pt")
     return 0
 
 
@@ -149,10 +167,39 @@ def test_the_gradient_all_reduce_sends_touched_rows_and_gives_the_mean(tmp_path)
     expected[0:40:2] += 1.0 / 2
     expected[1:40:2] += 2.0 / 2
     expected[1] += 10.0
+    column = torch.zeros(ranks[0]["column"].shape)
+    column[50] = 2.0  # a row of the shared mask that the other table never touched, on one rank only
     for got in ranks:
         assert torch.equal(got["table"], expected)
+        assert torch.equal(got["column"], column)
+        assert got["idle"] is None  # no gradient on any rank: none after the exchange either
         assert torch.equal(got["small"], torch.full((4,), 0.5))
         assert torch.equal(got["unused"], torch.full((2,), 0.5))  # a gradient on one rank: the mean with zeros
+        assert got["counted"] == [21.0]  # the step's statistics are summed, not averaged
+        assert len(got["collectives"]) == 2  # one MAX of the shared mask, one SUM of everything else
+        assert got["agreed"] == (100.0, True)  # rank 0's clock; rank 1's stop request stops both
+
+
+def test_a_step_of_n_ranks_counts_in_rays_for_the_occupancy_schedule_and_the_learning_rates(scene_dir, tmp_path):
+    """N ranks step on N batches: warm-up ends after the same rays, an update decays scores as far as N single
+    updates, and the learning rates grow with sqrt(N)."""
+    from voxnerf.config import OccupancyConfig, load_config
+    from voxnerf.data import load_scene
+    from voxnerf.strategy import occupancy_for_ranks
+    from voxnerf.trainer import Trainer
+
+    cfg = OccupancyConfig(warmup_steps=101, update_every=16, decay=0.9)
+    assert occupancy_for_ranks(cfg, 1) == cfg
+    two = occupancy_for_ranks(cfg, 2)
+    assert (two.warmup_steps, two.update_every, two.decay) == (51, 16, pytest.approx(0.81))
+    rates = {}
+    for size in (1, 4):
+        trainer = Trainer(load_scene(scene_dir), load_config(None, []), tmp_path, torch.device("cpu"),
+                          quiet=True, world=World(rank=0, size=size))
+        trainer._set_learning_rates(0.0)
+        rates[size] = [group["lr"] for group in trainer.optimizer.param_groups]
+        assert trainer.strategy.occupancy == occupancy_for_ranks(trainer.cfg.occupancy, size)
+    assert rates[4] == pytest.approx([2 * lr for lr in rates[1]])
 
 
 def draws(generator: torch.Generator) -> list[int]:

@@ -5,8 +5,8 @@ Gradients are averaged with an explicit all-reduce over the parameters' `.grad`,
 DDP builds its reducer (gradient buckets, autograd hooks) once for a fixed set of parameters, but the grid's
 `density` (V,) and `features` (V, C) are replaced by tensors of another length at every prune and subdivide;
 DDP would need rebuilding at each topology change, and its broadcast of buffers would fight the occupancy state
-we keep identical by construction. One flat all-reduce per step after `backward()` does what DDP's reducer would,
-on whatever parameters exist at that step.
+we keep identical by construction. Two all-reduces per step after `backward()` (`World.all_reduce_gradients`) do
+what DDP's reducer would, on whatever parameters exist at that step.
 
 Every rank takes the same decisions: the initial field is seeded alike, gradients are the same after the
 all-reduce (so Adam steps alike and parameters stay bit-identical), the occupancy statistic is reduced with MAX
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import math
 import os
 import re
 import signal
@@ -34,7 +35,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 import torch.distributed as dist
@@ -110,73 +111,88 @@ class World:
         return g
 
     # ---- collectives --------------------------------------------------------------------------------------
-    def all_reduce_gradients(self, parameters) -> None:
-        """Replace every parameter's .grad by its mean over the ranks.
+    def all_reduce_gradients(self, parameters, statistics: Sequence[float] = ()) -> list[float]:
+        """Replace every parameter's .grad by its mean over the ranks, in two collectives; sum `statistics` alongside.
 
-        Small parameters (the MLP) go in one flat all-reduce. Row tables of SPARSE_ROWS rows or more (the grid's
-        density and features) send only the rows some rank touched: a one-byte-per-row MAX all-reduce of the
-        touched rows, then an all-reduce of those rows' gradients; the untouched rows are zero on every rank. A
-        step's rays reach a small part of the grid, so this moves a fraction of the table (issue 12).
+        Row tables of SPARSE_ROWS rows or more (the grid's density and features) send only the rows some rank
+        touched. Tables with the same number of rows share one row space (density and features name the same grid
+        vertices) and so one touched-row mask. The exchange is one MAX all-reduce of the masks (a byte per row),
+        then one SUM all-reduce of everything else together: which parameters have a gradient, `statistics`, the
+        small parameters' gradients (the MLP) and the touched rows of every table. Untouched rows are zero on every
+        rank and stay so. A step's rays reach a small part of the grid, so this moves a fraction of the tables
+        (issue 12), and the step's few numbers ride along instead of paying for collectives of their own.
 
         A parameter without a gradient on every rank keeps none (as a single process leaves it to Adam); one that
         has a gradient somewhere gets the mean with zeros for the ranks that have none. Under a GradScaler call it
         on the scaled gradients, before `scaler.step`: every rank then sees the same gradients, finds the same
         infs and updates its scale alike.
+
+        Args:
+            parameters: the model's parameters, in the same order on every rank.
+            statistics: numbers of this rank's step to sum over the ranks (e.g. its sample count).
+        Returns:
+            `statistics` summed over the ranks (exact for integers below 2^24).
         """
         if self.size == 1:
-            return
+            return list(statistics)
         params = list(parameters)
-        has = torch.tensor([p.grad is not None for p in params], dtype=torch.float32)
+        groups: dict[int, list[torch.Tensor]] = {}
         for p in params:
-            p.grad = torch.zeros_like(p) if p.grad is None else p.grad.contiguous()
-        tables = [p for p in params if p.dim() >= 1 and len(p) >= SPARSE_ROWS]
-        small = [p for p in params if all(p is not t for t in tables)]
-        flat = torch.cat([has.to(self.comm_device)] + [p.grad.reshape(-1).float().to(self.comm_device) for p in small])
+            if p.dim() >= 1 and len(p) >= SPARSE_ROWS:
+                groups.setdefault(len(p), []).append(p)
+        tables = {id(p) for group in groups.values() for p in group}
+        small = [p for p in params if id(p) not in tables]
+        position = {id(p): i for i, p in enumerate(params)}
+        rows = self._touched_rows(list(groups.values()))
+        has = torch.tensor([p.grad is not None for p in params], dtype=torch.float32)
+        stats = torch.tensor(statistics, dtype=torch.float32)
+        parts = [has, stats] + [torch.zeros_like(p) if p.grad is None else p.grad for p in small]
+        parts += [p.new_zeros(len(index), *p.shape[1:]) if p.grad is None else p.grad.index_select(0, index)
+                  for group, index in zip(groups.values(), rows) for p in group]
+        flat = torch.cat([part.reshape(-1).to(self.comm_device, torch.float32) for part in parts])
         self._run("gradient all-reduce", dist.all_reduce, flat)
+        head = flat[:len(params) + len(stats)].tolist()
+        present, summed = [h > 0 for h in head[:len(params)]], head[len(params):]
+        offset = len(params) + len(stats)
         flat /= self.size
-        offset = len(params)
         for p in small:
             p.grad = flat[offset:offset + p.numel()].view_as(p).to(p.device, p.dtype)
             offset += p.numel()
-        for p in tables:
-            self._all_reduce_rows(p)
-        for p, present in zip(params, (flat[:len(params)] > 0).tolist()):
-            if not present:
+        for group, index in zip(groups.values(), rows):
+            for p in group:
+                values = flat[offset:offset + len(index) * math.prod(p.shape[1:])]
+                offset += values.numel()
+                if p.grad is None and present[position[id(p)]]:
+                    p.grad = torch.zeros_like(p)
+                if p.grad is not None:
+                    p.grad.index_copy_(0, index, values.view(len(index), *p.shape[1:]).to(p.device, p.dtype))
+        for p, keep in zip(params, present):
+            if not keep:
                 p.grad = None
+        return summed
 
-    def _all_reduce_rows(self, p: torch.Tensor) -> None:
-        """p.grad (V, ...) averaged over the ranks, sending only the rows that some rank touched."""
-        rows = p.grad.reshape(len(p), -1)
-        touched = _nonzero_rows(rows).to(torch.uint8).to(self.comm_device)
-        self._run("touched-row all-reduce (MAX)", dist.all_reduce, touched, op=dist.ReduceOp.MAX)
-        index = torch.nonzero(touched).squeeze(-1).to(p.device)
-        values = rows.index_select(0, index).float().to(self.comm_device)
-        self._run("gradient all-reduce of touched rows", dist.all_reduce, values)
-        rows.index_copy_(0, index, (values / self.size).to(p.device, p.dtype))
+    def _touched_rows(self, groups: list[list[torch.Tensor]]) -> list[torch.Tensor]:
+        """For each group of tables sharing a row count, the rows (K,) whose gradient is nonzero on some rank: one
+        MAX all-reduce of every group's one-byte mask."""
+        masks = [_nonzero_rows([p.grad for p in group if p.grad is not None], len(group[0]), group[0].device)
+                 for group in groups]
+        if not masks:
+            return []
+        buf = torch.cat(masks).to(self.comm_device)
+        self._run("touched-row all-reduce (MAX)", dist.all_reduce, buf, op=dist.ReduceOp.MAX)
+        device = groups[0][0].device
+        return [torch.nonzero(m).squeeze(-1).to(device) for m in torch.split(buf, [len(m) for m in masks])]
 
-    def sum(self, value: float) -> float:
-        """`value` summed over the ranks."""
+    def clock_and_stop(self, elapsed: float, stop: bool) -> tuple[float, bool]:
+        """Rank 0's training clock, and whether any rank was asked to stop, in one collective: every rank then
+        follows the same time budget and stops at the same step."""
         if self.size == 1:
-            return value
-        t = torch.tensor([float(value)], dtype=torch.float64, device=self.comm_device)
-        self._run("sum of step statistics", dist.all_reduce, t)
-        return t.item()
-
-    def from_main(self, value: float) -> float:
-        """Rank 0's `value` on every rank (its clock drives the time budget, so every rank stops together)."""
-        if self.size == 1:
-            return value
-        t = torch.tensor([float(value)], dtype=torch.float64, device=self.comm_device)
-        self._run("broadcast of the training clock", dist.broadcast, t, src=0)
-        return t.item()
-
-    def any_(self, flag: bool) -> bool:
-        """Whether `flag` holds on any rank (a stop request that one rank received stops them all together)."""
-        if self.size == 1:
-            return flag
-        t = torch.tensor([float(flag)], dtype=torch.float64, device=self.comm_device)
-        self._run("stop request", dist.all_reduce, t, op=dist.ReduceOp.MAX)
-        return t.item() > 0
+            return elapsed, stop
+        t = torch.tensor([elapsed if self.is_main else 0.0, float(stop)], dtype=torch.float64,
+                         device=self.comm_device)
+        self._run("clock and stop request", dist.all_reduce, t)
+        clock, stops = t.tolist()
+        return clock, stops > 0
 
     def max_(self, t: torch.Tensor) -> torch.Tensor:
         """`t` replaced in place by its element-wise maximum over the ranks; returns it."""
@@ -245,7 +261,7 @@ class FaultyWorld(World):
     fault: tuple[int, str] = (0, "exit")
     steps: int = field(default=0, init=False)
 
-    def all_reduce_gradients(self, parameters) -> None:
+    def all_reduce_gradients(self, parameters, statistics: Sequence[float] = ()) -> list[float]:
         self.steps += 1
         if self.steps == self.fault[0]:
             print(f"voxnerf: test fault: rank {self.rank} {self.fault[1]}s at step {self.steps}", file=sys.stderr,
@@ -254,16 +270,20 @@ class FaultyWorld(World):
                 os._exit(3)
             while True:
                 time.sleep(60)
-        super().all_reduce_gradients(parameters)
+        return super().all_reduce_gradients(parameters, statistics)
 
 
-def _nonzero_rows(rows: torch.Tensor) -> torch.Tensor:
-    """(V,) bool: rows of (V, C) with a nonzero entry, read as 8-byte words where the row allows (2.5x faster than
-    comparing floats; -0.0 counts as nonzero, which only sends a row more)."""
-    words = rows.shape[1] * rows.element_size()
-    if rows.is_contiguous() and words % 8 == 0:
-        return rows.view(torch.int64).ne(0).any(1)
-    return rows.ne(0).any(1)
+def _nonzero_rows(grads: list[torch.Tensor], num_rows: int, device: torch.device) -> torch.Tensor:
+    """(num_rows,) uint8: 1 where a row of any of `grads` (each (num_rows, ...)) has a nonzero entry. Rows are read
+    as 8-byte words where they allow (faster than comparing floats; -0.0 counts as nonzero, which only sends a row
+    more)."""
+    touched = torch.zeros(num_rows, dtype=torch.bool, device=device)
+    for grad in grads:
+        rows = grad.reshape(num_rows, -1)
+        if rows.is_contiguous() and rows.shape[1] * rows.element_size() % 8 == 0:
+            rows = rows.view(torch.int64)
+        touched |= rows.any(1)
+    return touched.to(torch.uint8)
 
 
 def model_fingerprint(model) -> torch.Tensor:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import torch
@@ -28,6 +29,20 @@ class FixedPointsDensity:
         if g is not self.points:
             return self.field.density_at(g)
         return self.field.density(self.lookup)
+
+
+def occupancy_for_ranks(cfg: OccupancyConfig, ranks: int) -> OccupancyConfig:
+    """The occupancy schedule for a job whose every step draws `ranks` batches (data-parallel ranks).
+
+    The configured schedule counts steps of one batch. Counted in rays instead, a step of `ranks` batches is
+    `ranks` such steps: warm-up ends after as many rays (warmup_steps / ranks steps, rounded up) and each update
+    decays the scores as far as one process's updates would over the same rays (decay ** ranks per update, which
+    still come every `update_every` steps: no more work per step). Without it the occupancy of a 2-rank job lagged
+    a single process's by half the rays, and its rays took 1.5x the samples.
+    """
+    if ranks == 1:
+        return cfg
+    return replace(cfg, warmup_steps=math.ceil(cfg.warmup_steps / ranks), decay=cfg.decay ** ranks)
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -28,7 +29,7 @@ from voxnerf.renderer import RenderConfig, render_rays
 from voxnerf.run import SceneRecord
 from voxnerf.run_folder import scene_fingerprint
 from voxnerf.scene import Scene
-from voxnerf.strategy import TopologyStrategy
+from voxnerf.strategy import TopologyStrategy, occupancy_for_ranks
 from voxnerf.threads import ThreadBudget
 
 
@@ -62,7 +63,8 @@ class Trainer:
         self.threads = ThreadBudget(cfg.threads or (0 if self.world.size == 1 else torch.get_num_threads()))
         self.amp_dtype = amp_dtype_for(cfg.precision, device)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp_dtype == torch.float16 and device.type == "cuda")
-        self.strategy = TopologyStrategy(cfg.occupancy, cfg.levels, cfg.render.step_ratio, self.world.max_)
+        self.strategy = TopologyStrategy(occupancy_for_ranks(cfg.occupancy, self.world.size), cfg.levels,
+                                         cfg.render.step_ratio, self.world.max_)
         self.generator = self.world.generator(cfg.seed, device=device)
         self.step, self.elapsed, self.n_rays = 0, 0.0, cfg.optim.min_rays
         self.eval_at = sorted(eval_at)
@@ -136,17 +138,20 @@ class Trainer:
         return RenderConfig(**{**asdict(r), "alpha_min": 0.0, "color_weight_min": 0.0})
 
     def _set_learning_rates(self, progress: float) -> None:
-        decay = self.cfg.optim.lr_final_ratio ** progress
+        """The configured rates, decayed exponentially over the budget and scaled by sqrt(ranks): a step of N ranks
+        averages N batches, and the square-root scaling rule for Adam (Malladi et al., NeurIPS 2022) lets it take
+        longer steps on the less noisy mean (benchmarks/RESULTS.md: tentative, one run each)."""
+        scale = self.cfg.optim.lr_final_ratio ** progress * math.sqrt(self.world.size)
         for group in self.optimizer.param_groups:
-            group["lr"] = group["base_lr"] * decay
+            group["lr"] = group["base_lr"] * scale
 
     # ---- one step -------------------------------------------------------------------------------------------
     def train_step(self) -> dict:
         """One optimizer step on a fresh batch of n_rays rays per rank; returns its statistics.
 
         Every rank draws its own full batch (the global batch grows with the ranks, as in data-parallel training of
-        peers), and the learning rates stay as configured: Adam divides each step by the gradient's running RMS, so a
-        mean over more rays changes the noise of a step, not its size."""
+        peers); the learning rates grow with its square root (`_set_learning_rates`) and the occupancy schedule
+        counts rays, not steps (`occupancy_for_ranks`)."""
         progress = self.progress()
         level = self.strategy.level(progress)
         self._set_learning_rates(progress)
@@ -158,13 +163,13 @@ class Trainer:
         mse = torch.nn.functional.mse_loss(result.rgb, batch["target"])
         loss = mse + self._regularization(result)
         self.scaler.scale(loss).backward()
-        self.world.all_reduce_gradients(self.model.parameters())
+        num_samples, = self.world.all_reduce_gradients(self.model.parameters(), [result.num_samples])
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
         if self.strategy.step_post_backward(self.step, progress, self.model, self.optimizer):
             self.world.check_identical(self.model, f"the topology change after step {self.step}")
-        samples_per_ray = self.world.sum(result.num_samples) / max(n_total, 1)
+        samples_per_ray = num_samples / max(n_total, 1)
         o = self.cfg.optim
         self.n_rays = int(np.clip(o.target_samples / max(samples_per_ray, 1.0), o.min_rays, o.max_rays))
         return {
@@ -216,7 +221,10 @@ class Trainer:
                 t0 = time.perf_counter()
                 stats = self.train_step()
                 self.step += 1
-                self.elapsed = self.world.from_main(self.elapsed + time.perf_counter() - t0)
+                # rank 0's clock and every rank's stop request, agreed on once a step (a request that arrives later
+                # in this iteration, e.g. during a snapshot, stops the next one)
+                self.elapsed, stop = self.world.clock_and_stop(self.elapsed + time.perf_counter() - t0,
+                                                               self.stop.requested)
                 rays_done += stats["rays"]
                 self._snapshot_if_due()
                 if main and self.step % self.cfg.log_every == 0:
@@ -233,7 +241,7 @@ class Trainer:
                 bar.refresh()
                 if self.step % self.cfg.checkpoint_every == 0:
                     self.checkpoint()
-                if self.world.any_(self.stop.requested):
+                if stop:
                     interrupted = True
                     break
                 for hook in self.on_step:
