@@ -40,8 +40,6 @@ def occupancy_for_ranks(cfg: OccupancyConfig, ranks: int) -> OccupancyConfig:
     still come every `update_every` steps: no more work per step). Without it the occupancy of a 2-rank job lagged
     a single process's by half the rays, and its rays took 1.5x the samples.
     """
-    if ranks == 1:
-        return cfg
     return replace(cfg, warmup_steps=math.ceil(cfg.warmup_steps / ranks), decay=cfg.decay ** ranks)
 
 
