@@ -85,10 +85,10 @@ def test_both_ranks_end_with_identical_parameters_and_topology(two_process_run: 
 def test_two_processes_reach_the_quality_of_one_training_on_their_global_batch(two_process_run: Path,
                                                                              workdir: Path, scene_dir: Path):
     """Each rank draws a full batch, so two ranks step on twice the rays of one: a single process given that
-    global batch and the rules two ranks follow (learning rates x sqrt(2), occupancy schedule counted in rays)
-    reaches the same quality."""
+    global batch and the rules two ranks follow (learning rates x 2 by the CPU preset's linear rule, occupancy
+    schedule counted in rays) reaches the same quality."""
     doubled = ["--set", "optim.target_samples=32768", "--set", "optim.min_rays=512", "--set", "optim.max_rays=4096",
-               "--set", f"optim.lr_grid={0.1 * 2 ** 0.5}", "--set", f"optim.lr_decoder={1e-3 * 2 ** 0.5}",
+               "--set", "optim.lr_grid=0.2", "--set", "optim.lr_decoder=0.002",
                "--set", "occupancy.warmup_steps=25", "--set", f"occupancy.decay={0.95 ** 2}"]
     result = voxnerf("train", scene_dir, "--out", "one", "--threads", "1", "--max-steps", STEPS, *TINY, *doubled,
                      cwd=workdir)
@@ -182,7 +182,7 @@ def test_the_gradient_all_reduce_sends_touched_rows_and_gives_the_mean(tmp_path)
 
 def test_a_step_of_n_ranks_counts_in_rays_for_the_occupancy_schedule_and_the_learning_rates(scene_dir, tmp_path):
     """N ranks step on N batches: warm-up ends after the same rays, an update decays scores as far as N single
-    updates, and the learning rates grow with sqrt(N)."""
+    updates, and the learning rates grow with sqrt(N) (the default rule) or N (`optim.lr_ranks: linear`)."""
     from voxnerf.config import OccupancyConfig, load_config
     from voxnerf.data import load_scene
     from voxnerf.strategy import occupancy_for_ranks
@@ -193,13 +193,15 @@ def test_a_step_of_n_ranks_counts_in_rays_for_the_occupancy_schedule_and_the_lea
     two = occupancy_for_ranks(cfg, 2)
     assert (two.warmup_steps, two.update_every, two.decay) == (51, 16, pytest.approx(0.81))
     rates = {}
-    for size in (1, 4):
-        trainer = Trainer(load_scene(scene_dir), load_config(None, []), tmp_path, torch.device("cpu"),
-                          quiet=True, world=World(rank=0, size=size))
+    for rule, size in [("sqrt", 1), ("sqrt", 4), ("linear", 4)]:
+        cfg = load_config(None, [{"optim": {"lr_ranks": rule}}])
+        trainer = Trainer(load_scene(scene_dir), cfg, tmp_path, torch.device("cpu"), quiet=True,
+                          world=World(rank=0, size=size))
         trainer._set_learning_rates(0.0)
-        rates[size] = [group["lr"] for group in trainer.optimizer.param_groups]
+        rates[rule, size] = [group["lr"] for group in trainer.optimizer.param_groups]
         assert trainer.strategy.occupancy == occupancy_for_ranks(trainer.cfg.occupancy, size)
-    assert rates[4] == pytest.approx([2 * lr for lr in rates[1]])
+    assert rates["sqrt", 4] == pytest.approx([2 * lr for lr in rates["sqrt", 1]])
+    assert rates["linear", 4] == pytest.approx([4 * lr for lr in rates["sqrt", 1]])
 
 
 def draws(generator: torch.Generator) -> list[int]:

@@ -53,6 +53,11 @@ def test_max_rays_below_min_rays_is_refused():
         load_config(None, [{"optim": {"max_rays": 100}}])
 
 
+def test_an_unknown_learning_rate_rule_for_ranks_is_refused():
+    with pytest.raises(VoxnerfError, match="optim.lr_ranks 'cubic': expected one of sqrt, linear"):
+        load_config(None, [{"optim": {"lr_ranks": "cubic"}}])
+
+
 def test_the_presets_are_within_range():
     for name in ("blender", "cpu", "llff", "360", "object-masked"):
         load_config(preset_path(name))

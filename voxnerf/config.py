@@ -41,6 +41,7 @@ class OptimConfig:
     lr_decoder: float = 1e-3  # Adam learning rate of the color MLP
     lr_appearance: float = 1e-2  # Adam learning rate of the per-image appearance codes (field.appearance_dim > 0)
     lr_final_ratio: float = 0.1  # learning rates decay exponentially to this fraction at the end
+    lr_ranks: str = "sqrt"  # N data-parallel ranks average N batches a step: rates x sqrt(N) | x N ("linear")
     target_samples: int = 1 << 18  # samples per step; the ray batch is resized toward it (GPU-sized; configs/cpu.yaml)
     min_rays: int = 1024
     max_rays: int = 65536
@@ -167,10 +168,19 @@ def load_config(path: str | Path | None = None, overrides: list[dict] | None = N
         raise VoxnerfError(f"{where}: space '{cfg.space}': expected one of {', '.join(SPACES)}")
     if cfg.max_steps <= 0 and cfg.max_time <= 0:
         raise VoxnerfError(f"{where}: set max_steps or max_time (both are 0: training would never stop)")
+    if cfg.optim.lr_ranks not in LR_RANK_RULES:
+        raise VoxnerfError(f"{where}: optim.lr_ranks '{cfg.optim.lr_ranks}': expected one of "
+                           f"{', '.join(LR_RANK_RULES)}")
     if cfg.optim.max_rays < cfg.optim.min_rays:
         raise VoxnerfError(f"{where}: optim.max_rays = {cfg.optim.max_rays} is below optim.min_rays = "
                            f"{cfg.optim.min_rays}")
     return cfg
+
+
+LR_RANK_RULES = {  # optim.lr_ranks: the learning rates' factor for a step of N ranks (voxnerf.trainer)
+    "sqrt": math.sqrt,  # the square-root rule for Adam (Malladi et al., NeurIPS 2022): safe for many GPUs
+    "linear": float,  # the linear rule (Goyal et al., 2017): faster for the few ranks of one CPU (configs/cpu.yaml)
+}
 
 
 @dataclass(frozen=True)

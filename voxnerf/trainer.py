@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -15,7 +14,7 @@ import torch
 from voxnerf.allocator import keep_freed_memory, release_freed_memory
 from voxnerf.cameras import Cameras
 from voxnerf.checkpoint import CHECKPOINT, load_checkpoint, save_atomic
-from voxnerf.config import TrainConfig, config_to_dict
+from voxnerf.config import LR_RANK_RULES, TrainConfig, config_to_dict
 from voxnerf.device import amp_dtype_for
 from voxnerf.distributed import PeerLost, World
 from voxnerf.evaluate import View, render_view, score_split, write_scores
@@ -138,10 +137,11 @@ class Trainer:
         return RenderConfig(**{**asdict(r), "alpha_min": 0.0, "color_weight_min": 0.0})
 
     def _set_learning_rates(self, progress: float) -> None:
-        """The configured rates, decayed exponentially over the budget and scaled by sqrt(ranks): a step of N ranks
-        averages N batches, and the square-root scaling rule for Adam (Malladi et al., NeurIPS 2022) lets it take
-        longer steps on the less noisy mean (benchmarks/RESULTS.md: tentative, one run each)."""
-        scale = self.cfg.optim.lr_final_ratio ** progress * math.sqrt(self.world.size)
+        """The configured rates, decayed exponentially over the budget and grown with the ranks by the rule
+        `optim.lr_ranks` names (voxnerf.config.LR_RANK_RULES): a step of N ranks averages N batches, and the less
+        noisy mean allows longer steps (benchmarks/RESULTS.md measures both rules on two CPU ranks)."""
+        o = self.cfg.optim
+        scale = o.lr_final_ratio ** progress * LR_RANK_RULES[o.lr_ranks](self.world.size)
         for group in self.optimizer.param_groups:
             group["lr"] = group["base_lr"] * scale
 
@@ -150,8 +150,8 @@ class Trainer:
         """One optimizer step on a fresh batch of n_rays rays per rank; returns its statistics.
 
         Every rank draws its own full batch (the global batch grows with the ranks, as in data-parallel training of
-        peers); the learning rates grow with its square root (`_set_learning_rates`) and the occupancy schedule
-        counts rays, not steps (`occupancy_for_ranks`)."""
+        peers); the learning rates grow with it (`_set_learning_rates`) and the occupancy schedule counts rays, not
+        steps (`occupancy_for_ranks`)."""
         progress = self.progress()
         level = self.strategy.level(progress)
         self._set_learning_rates(progress)
