@@ -180,6 +180,54 @@ def test_the_gradient_all_reduce_sends_touched_rows_and_gives_the_mean(tmp_path)
         assert got["agreed"] == (100.0, True)  # rank 0's clock; rank 1's stop request stops both
 
 
+def test_the_rows_a_step_reads_cover_every_nonzero_gradient_row(scene_dir, tmp_path):
+    """The grid rows a training step read under autograd (`Field.recording_reads`: the samples' stencils, the total
+    variation's vertex pairs, recomputed chunks under gradient checkpointing) include every row its loss gives a
+    nonzero gradient, so ranks that exchange only those rows lose no gradient; and they are the rows exchanged."""
+    from voxnerf.config import load_config
+    from voxnerf.data import load_scene
+    from voxnerf.distributed import _nonzero_rows, _touched_mask
+    from voxnerf.trainer import Trainer
+
+    cfg = load_config(None, [{"levels": [{"until": 1.0, "resolution": 32, "image_scale": 1.0}],
+                              "occupancy": {"warmup_steps": 2}, "render": {"checkpoint_chunk": 1000},
+                              "optim": {"target_samples": 8192, "tv_density": 1e-3, "tv_features": 1e-3}}])
+    trainer = Trainer(load_scene(scene_dir), cfg, tmp_path, torch.device("cpu"), quiet=True)
+    grid = trainer.model.field.grid
+    seen = []
+
+    def spy(parameters, statistics, reads):
+        assert set(reads) == {id(grid.density), id(grid.features)}
+        read = _touched_mask([grid.density, grid.features], reads).bool()
+        nonzero = _nonzero_rows([grid.density.grad, grid.features.grad], len(grid.density), read.device).bool()
+        seen.append((int(read.sum()), int(nonzero.sum()), bool((nonzero & ~read).any())))
+        return list(statistics)
+
+    trainer.world.all_reduce_gradients = spy
+    for _ in range(4):
+        trainer.train_step()
+        trainer.step += 1
+    assert len(seen) == 4
+    for read, nonzero, missed in seen:
+        assert not missed and nonzero > 1000 and read <= 1.1 * nonzero, (read, nonzero)
+
+
+def test_the_touched_mask_is_the_rows_read_when_every_table_with_a_gradient_reports_its_reads():
+    from voxnerf.distributed import _touched_mask
+
+    density, features = torch.zeros(100, requires_grad=True), torch.zeros(100, 4, requires_grad=True)
+    density.grad, features.grad = torch.zeros(100), torch.zeros(100, 4)
+    density.grad[[3, 60]] = 1.0
+    features.grad[7, 2] = -1.0
+    reads = [torch.tensor([3, 3, 60]), torch.tensor([7, 90])]  # row 90 was read, its gradient happens to be 0
+    read = _touched_mask([density, features], {id(density): reads, id(features): reads})
+    assert read.nonzero().squeeze(-1).tolist() == [3, 7, 60, 90]
+    scanned = _touched_mask([density, features], {id(density): reads})  # features did not say: scan both
+    assert scanned.nonzero().squeeze(-1).tolist() == [3, 7, 60]
+    features.grad = None
+    assert _touched_mask([density, features], {id(density): reads}).sum() == 4  # no gradient, nothing to say
+
+
 def test_a_step_of_n_ranks_counts_in_rays_for_the_occupancy_schedule_and_the_learning_rates(scene_dir, tmp_path):
     """N ranks step on N batches: warm-up ends after the same rays, an update decays scores as far as N single
     updates, and the learning rates grow with sqrt(N) (the default rule) or N (`optim.lr_ranks: linear`)."""

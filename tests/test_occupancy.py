@@ -43,6 +43,29 @@ def test_cell_density_is_the_largest_interpolated_density_in_the_cell_after_ever
         assert torch.allclose(ours, sampled, rtol=2e-2)
 
 
+def test_shares_of_an_update_combined_by_max_give_the_update_of_one_process():
+    """Rank k of n evaluates the k-th run of cells only (zeros elsewhere); the MAX over the ranks that a job's
+    reduce_max takes gives every rank the whole statistic, the one a single process computes."""
+    model = sphere_model(16)
+    with torch.no_grad():
+        model.field.grid.density.copy_(torch.randn(len(model.field.grid.density),
+                                                   generator=torch.Generator().manual_seed(5)))
+    full = model.estimator.cell_density(model.field.density_at)
+    n = 3
+    parts = [model.estimator.cell_density(model.field.density_at, slice(k * len(full) // n, (k + 1) * len(full) // n))
+             for k in range(n)]
+    assert all(int((part > 0).sum()) < int((full > 0).sum()) for part in parts)  # each rank does a part only
+    assert torch.equal(torch.stack(parts).amax(0), full)
+    seen = {}
+    for k in (None, 1):  # one process, then rank 1 of 3: what each hands to reduce_max
+        grid = OccupancyGrid(16, Box())
+        grid.update(model.field.density_at, OccupancyConfig(), 0.5, lambda a, k=k: seen.setdefault(k, a),
+                    (0, 1) if k is None else (k, n))
+    run = slice(len(full) // n, 2 * len(full) // n)
+    assert torch.equal(seen[1][run], seen[None][run]) and seen[1][run].any()
+    assert not seen[1][:run.start].any() and not seen[1][run.stop:].any()
+
+
 def test_refinement_keeps_the_occupied_cells_and_their_children_only():
     occupancy = OccupancyGrid(16, Box())
     centers = occupancy.layout.cell_centers()

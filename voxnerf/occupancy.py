@@ -103,24 +103,29 @@ class OccupancyGrid(BrickModule):
 
     # ---- verbs ----------------------------------------------------------------------------------------------
     @torch.no_grad()
-    def cell_density(self, density_fn: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
-        """(V,) the largest density the field gives at the corners of each row's cell (0 for rows naming no cell).
+    def cell_density(self, density_fn: Callable[[torch.Tensor], torch.Tensor], cells: slice = slice(None)
+                     ) -> torch.Tensor:
+        """(V,) the largest density the field gives at the corners of each row's cell in `cells` (0 for the other
+        rows and for rows naming no cell).
 
         For a field interpolated trilinearly on this grid's vertices that is the largest density in the cell.
         Args:
             density_fn: (N, 3) grid points -> (N,) sigma >= 0, asked once for all of `vertices()`.
+            cells: the rows whose cells to evaluate (a share of the work, see `update`).
         """
         sigma = density_fn(self.vertices())
         corners = self.layout.cell_corner_rows()
-        out = torch.empty_like(sigma)
-        for i in range(0, len(corners), STENCIL_CHUNK):  # a gather of all (V, 8) at once is ~0.5 GB at 128^3
-            c = corners[i:i + STENCIL_CHUNK]
-            out[i:i + STENCIL_CHUNK] = sigma[c.clamp_min(0)].masked_fill(c < 0, 0.0).amax(-1)
+        out = torch.zeros_like(sigma)
+        start, stop, _ = cells.indices(len(corners))
+        for i in range(start, stop, STENCIL_CHUNK):  # a gather of all (V, 8) at once is ~0.5 GB at 128^3
+            c = corners[i:min(i + STENCIL_CHUNK, stop)]
+            out[i:i + len(c)] = sigma[c.clamp_min(0)].masked_fill(c < 0, 0.0).amax(-1)
         return out
 
     @torch.no_grad()
     def update(self, density_fn: Callable[[torch.Tensor], torch.Tensor], cfg: OccupancyConfig, step_ratio: float,
-               reduce_max: Callable[[torch.Tensor], torch.Tensor] = lambda t: t) -> None:
+               reduce_max: Callable[[torch.Tensor], torch.Tensor] = lambda t: t, share: tuple[int, int] = (0, 1)
+               ) -> None:
         """score = max(decay * score, opacity of one sample step at the cell's largest density); occupied =
         score > threshold (but at least the `min_fraction` highest-scoring cells).
 
@@ -131,9 +136,14 @@ class OccupancyGrid(BrickModule):
                 a contracted shell, where one sample stands for a long stretch of the ray).
             reduce_max: combines the (V,) opacities over the ranks of a multi-process job (every rank then takes
                 the same decision).
+            share: (k, n): evaluate the k-th of n equal runs of rows only, the others left 0 for `reduce_max` to
+                fill in: rank k of n ranks does 1/n of the update's corner maxima.
         """
+        k, n = share
+        rows = len(self.score)
+        cells = slice(k * rows // n, (k + 1) * rows // n)
         step = step_ratio * self.cell_size * self.space.world_step_scale(self.layout.cell_centers())
-        alpha = reduce_max(-torch.expm1(-self.cell_density(density_fn) * step))
+        alpha = reduce_max(-torch.expm1(-self.cell_density(density_fn, cells) * step))
         self.score = torch.maximum(self.score * cfg.decay, alpha)
         self.set_occupied(self._occupied(cfg))
 

@@ -11,9 +11,10 @@ the new one. The occupancy estimator (voxnerf.occupancy) keeps its cells in a Br
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 from torch import nn
@@ -291,12 +292,17 @@ class SparseVoxelGrid(BrickModule):
         features: (V, C) feature vector per vertex.
     Buffers:
         brick_coords: (B, 3) int64 allocated bricks (see BrickModule).
+    Attributes:
+        reads: None, or a list that collects the rows (flat int64 tensors, repeats allowed) of every read of the
+            tables that builds an autograd graph: `recording_reads` sets it. The rows whose gradient a step can make
+            nonzero, without scanning the (V, C) gradients (voxnerf.distributed).
     """
 
     def __init__(self, resolution: int, brick_coords: torch.Tensor, density: torch.Tensor, features: torch.Tensor):
         super().__init__(resolution, brick_coords)
         self.density = nn.Parameter(density)
         self.features = nn.Parameter(features)
+        self.reads: list[torch.Tensor] | None = None
 
     @classmethod
     def dense(cls, resolution: int, feature_dim: int, density_value: float = 0.0, feature_std: float = 0.0,
@@ -327,11 +333,26 @@ class SparseVoxelGrid(BrickModule):
 
     def density_at(self, rows: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """Raw density (N,) interpolated with a stencil from `stencil`."""
-        return weighted_row_sum(self.density, rows, weights)
+        return weighted_row_sum(self.density, self._read(rows), weights)
 
     def features_at(self, rows: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """Features (N, C) interpolated with a stencil from `stencil`."""
-        return weighted_row_sum(self.features, rows, weights)
+        return weighted_row_sum(self.features, self._read(rows), weights)
+
+    @contextlib.contextmanager
+    def recording_reads(self) -> Iterator[list[torch.Tensor]]:
+        """While entered, the rows read under autograd are collected in the list it yields (see `reads`)."""
+        self.reads = []
+        try:
+            yield self.reads
+        finally:
+            self.reads = None
+
+    def _read(self, rows: torch.Tensor) -> torch.Tensor:
+        """`rows` (any shape), noted in `reads` when recording and the read builds a graph."""
+        if self.reads is not None and torch.is_grad_enabled():
+            self.reads.append(rows.reshape(-1))
+        return rows
 
     def total_variation(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Squared differences between the given vertices and their +x, +y, +z neighbours (where allocated).
@@ -347,8 +368,8 @@ class SparseVoxelGrid(BrickModule):
         n = v.unsqueeze(1) + torch.eye(3, dtype=torch.long, device=v.device)  # (N, 3, 3) neighbours
         nb = self.layout.vertex_slots(n.clamp_max(self.resolution))
         valid = (nb >= 0) & (n <= self.resolution).all(-1)
-        nb = nb[valid]
-        here = rows.unsqueeze(1).expand_as(valid)[valid]
+        nb = self._read(nb[valid])
+        here = self._read(rows.unsqueeze(1).expand_as(valid)[valid])
         if len(nb) == 0:
             zero = self.density.sum() * 0
             return zero, zero

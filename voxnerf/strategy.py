@@ -50,13 +50,15 @@ class TopologyStrategy:
     Hooks: `skipping(step)` says whether empty-space skipping is active yet; `step_post_backward(...)` runs
     after each optimizer step and may update occupancy and refine the field and the estimator. `reduce_max`
     combines the occupancy statistic (V,) over the ranks of a multi-process job before thresholding, so every
-    rank takes the same decision (the default, for one process, leaves it as it is).
+    rank takes the same decision (the default, for one process, leaves it as it is); `share` = (rank, ranks) splits
+    the statistic's work among them (see OccupancyGrid.update).
     """
 
     occupancy: OccupancyConfig
     levels: list[Level]
     step_ratio: float
     reduce_max: Callable[[torch.Tensor], torch.Tensor] = lambda t: t
+    share: tuple[int, int] = (0, 1)
     _density: FixedPointsDensity | None = field(default=None, init=False, repr=False)
 
     def skipping(self, step: int) -> bool:
@@ -72,7 +74,7 @@ class TopologyStrategy:
         vertices = model.estimator.vertices()
         if self._density is None or self._density.points is not vertices or self._density.field is not model.field:
             self._density = FixedPointsDensity(model.field, vertices)
-        model.estimator.update(self._density, self.occupancy, self.step_ratio, self.reduce_max)
+        model.estimator.update(self._density, self.occupancy, self.step_ratio, self.reduce_max, self.share)
 
     def step_post_backward(self, step: int, progress: float, model: Model,
                            optimizer: torch.optim.Optimizer | None) -> bool:

@@ -63,7 +63,7 @@ class Trainer:
         self.amp_dtype = amp_dtype_for(cfg.precision, device)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp_dtype == torch.float16 and device.type == "cuda")
         self.strategy = TopologyStrategy(occupancy_for_ranks(cfg.occupancy, self.world.size), cfg.levels,
-                                         cfg.render.step_ratio, self.world.max_)
+                                         cfg.render.step_ratio, self.world.max_, (self.world.rank, self.world.size))
         self.generator = self.world.generator(cfg.seed, device=device)
         self.step, self.elapsed, self.n_rays = 0, 0.0, cfg.optim.min_rays
         self.eval_at = sorted(eval_at)
@@ -157,13 +157,14 @@ class Trainer:
         self._set_learning_rates(progress)
         n_total = self.n_rays * self.world.size
         batch = self.sampler.sample(self.n_rays, level.image_scale, self.generator)
-        result = render_rays(self.model, batch["origins"], batch["dirs"], batch["background"],
-                             self._render_config(), self.generator, self.amp_dtype,
-                             with_distortion=self.cfg.optim.distortion_weight > 0, images=batch["image"])
-        mse = torch.nn.functional.mse_loss(result.rgb, batch["target"])
-        loss = mse + self._regularization(result)
+        with self.model.field.recording_reads() as reads:  # the grid rows ranks exchange gradients of
+            result = render_rays(self.model, batch["origins"], batch["dirs"], batch["background"],
+                                 self._render_config(), self.generator, self.amp_dtype,
+                                 with_distortion=self.cfg.optim.distortion_weight > 0, images=batch["image"])
+            mse = torch.nn.functional.mse_loss(result.rgb, batch["target"])
+            loss = mse + self._regularization(result)
         self.scaler.scale(loss).backward()
-        num_samples, = self.world.all_reduce_gradients(self.model.parameters(), [result.num_samples])
+        num_samples, = self.world.all_reduce_gradients(self.model.parameters(), [result.num_samples], reads)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)

@@ -7,8 +7,9 @@ by `name`; a config selects one with `field: {kind: NAME, ...}` (its options are
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import asdict
-from typing import ClassVar
+from typing import ClassVar, Iterator
 
 import torch
 from torch import nn
@@ -74,6 +75,14 @@ class Field(nn.Module):
     def regularization(self, optim, generator: torch.Generator) -> torch.Tensor | float:
         """The field's own regularizers (weighted by `optim`), added to the loss; 0 by default."""
         return 0.0
+
+    @contextlib.contextmanager
+    def recording_reads(self) -> Iterator[dict[int, list[torch.Tensor]]]:
+        """While entered, the rows each row table is read at under autograd, by the id of the table's parameter
+        (flat int64 tensors, repeats allowed): the rows a step's gradient can reach, which a multi-process job
+        exchanges without scanning its gradients (voxnerf.distributed). Empty for a field without row tables (the
+        default): gradients are then scanned."""
+        yield {}
 
     def refine(self, resolution: int, occupied, optimizer: torch.optim.Optimizer | None) -> None:
         """Follow the schedule to grid `resolution`, given `occupied` ((N, 3) grid points -> (N,) bool, the

@@ -4,7 +4,9 @@ finds empty and subdivides the rest, carrying Adam's moments along (voxnerf.topo
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
+from typing import Iterator
 
 import torch
 
@@ -79,6 +81,11 @@ class SparseVoxelField(Field):
         pick = torch.randint(0, len(cells), (optim.tv_vertices,), generator=generator, device=generator.device)
         tv_density, tv_features = self.grid.total_variation(cells[pick.to(cells.device)])
         return optim.tv_density * tv_density + optim.tv_features * tv_features
+
+    @contextlib.contextmanager
+    def recording_reads(self) -> Iterator[dict[int, list[torch.Tensor]]]:
+        with self.grid.recording_reads() as rows:  # density and features share their rows
+            yield {id(self.grid.density): rows, id(self.grid.features): rows}
 
     def refine(self, resolution: int, occupied, optimizer: torch.optim.Optimizer | None) -> None:
         """Prune the bricks no occupied cell touches, then subdivide the occupied cells, until `resolution`."""
