@@ -129,8 +129,8 @@ def gradients_on_rank(out: Path) -> int:
     """Rank body of the row-sparse all-reduce test: rank r touches rows r, r + 2, r + 4, ... of a large table and
     row 1 of both; a second table of the same rows (as density beside features) has its row 50 touched by rank 1
     alone and no gradient on rank 0; a third has a gradient on no rank; rank 1 leaves one small parameter without
-    gradient; each rank counts 10 + r samples. Saves the reduced gradients, the summed count, the collectives run,
-    and what `clock_and_stop` agreed on (rank 1 alone asks to stop)."""
+    gradient; each rank counts 10 + r samples, rank 0 alone sends its clock and rank 1 alone a stop request (as the
+    trainer does). Saves the reduced gradients, the summed statistics and the collectives run."""
     from voxnerf.distributed import SPARSE_ROWS, World, world_from_env
 
     collectives = []
@@ -149,11 +149,10 @@ def gradients_on_rank(out: Path) -> int:
             column.grad[50] = 4.0
         small.grad = torch.full((4,), float(world.rank))
         unused.grad = torch.ones(2) if world.rank == 0 else None
-        counted = world.all_reduce_gradients([table, small, column, idle, unused], [10.0 + world.rank])
-        exchange = list(collectives)
-        agreed = world.clock_and_stop(100.0 + world.rank, stop=world.rank == 1)
+        statistics = [10.0 + world.rank, 100.0 if world.is_main else 0.0, float(world.rank == 1)]
+        counted = world.all_reduce_gradients([table, small, column, idle, unused], statistics)
         torch.save({"table": table.grad, "column": column.grad, "idle": idle.grad, "small": small.grad,
-                    "unused": unused.grad, "counted": counted, "collectives": exchange, "agreed": agreed},
+                    "unused": unused.grad, "counted": counted, "collectives": collectives},
                    out / f"rank{world.rank}.pt")
     return 0
 
@@ -175,9 +174,8 @@ def test_the_gradient_all_reduce_sends_touched_rows_and_gives_the_mean(tmp_path)
         assert got["idle"] is None  # no gradient on any rank: none after the exchange either
         assert torch.equal(got["small"], torch.full((4,), 0.5))
         assert torch.equal(got["unused"], torch.full((2,), 0.5))  # a gradient on one rank: the mean with zeros
-        assert got["counted"] == [21.0]  # the step's statistics are summed, not averaged
+        assert got["counted"] == [21.0, 100.0, 1.0]  # summed: the samples, rank 0's clock, rank 1's stop request
         assert len(got["collectives"]) == 2  # one MAX of the shared mask, one SUM of everything else
-        assert got["agreed"] == (100.0, True)  # rank 0's clock; rank 1's stop request stops both
 
 
 def test_the_rows_a_step_reads_cover_every_nonzero_gradient_row(scene_dir, tmp_path):

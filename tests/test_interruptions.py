@@ -221,6 +221,26 @@ def test_a_dying_peer_leaves_rank_0s_latest_state_saved(scenes, tmp_path):
         f"checkpoint saved to {out / CHECKPOINT} at step {checkpoint_step(out)}" in result.stderr, result.stderr
 
 
+def test_two_ranks_stop_together_on_a_signal_and_at_the_end_of_rank_0s_time_budget(scenes, tmp_path):
+    """The stop requests and rank 0's clock travel with each step's gradients: a SIGTERM (to the launcher, which
+    passes it on) and the time budget end both ranks at the same step, saved, with no collective left hanging."""
+    out = tmp_path / "signal"
+    process = start("train", scenes[0], "--out", out, "--nproc", "2", *TINY, *LONG,
+                    env={"VOXNERF_COLLECTIVE_TIMEOUT": "20"})
+    wait_for_step(out, 30)
+    process.send_signal(signal.SIGTERM)
+    result = finish(process)
+    assert result.returncode == 143, result.stderr
+    assert "Traceback" not in result.stderr and "hung" not in result.stderr
+    assert checkpoint_step(out) >= max(logged_steps(out)) >= 30
+    timed = tmp_path / "timed"
+    result = run("train", scenes[0], "--out", timed, "--nproc", "2", *TINY, "--max-time", "3",
+                 env={"VOXNERF_COLLECTIVE_TIMEOUT": "20"})
+    assert result.returncode == 0, result.stderr
+    elapsed = torch.load(timed / CHECKPOINT, weights_only=False)["elapsed"]
+    assert 3.0 <= elapsed < 3.5
+
+
 FULL_DISK = """
 import errno, os, sys
 from voxnerf_cli.main import main

@@ -10,7 +10,8 @@ what DDP's reducer would, on whatever parameters exist at that step.
 
 Every rank takes the same decisions: the initial field is seeded alike, gradients are the same after the
 all-reduce (so Adam steps alike and parameters stay bit-identical), the occupancy statistic is reduced with MAX
-before thresholding, and the schedule uses rank 0's clock. `check_identical` compares a fingerprint of the field
+before thresholding, and the schedule uses rank 0's clock (sent with the gradients, as are the stop requests, by
+the trainer). `check_identical` compares a fingerprint of the field
 across ranks (at start, at each topology change, at the end) and fails loudly if they have drifted apart.
 
 Collectives run under a timeout (env VOXNERF_COLLECTIVE_TIMEOUT, seconds): a worker that dies or hangs ends the
@@ -186,17 +187,6 @@ class World:
         self._run("touched-row all-reduce (MAX)", dist.all_reduce, buf, op=dist.ReduceOp.MAX)
         device = groups[0][0].device
         return [torch.nonzero(m).squeeze(-1).to(device) for m in torch.split(buf, [len(m) for m in masks])]
-
-    def clock_and_stop(self, elapsed: float, stop: bool) -> tuple[float, bool]:
-        """Rank 0's training clock, and whether any rank was asked to stop, in one collective: every rank then
-        follows the same time budget and stops at the same step."""
-        if self.size == 1:
-            return elapsed, stop
-        t = torch.tensor([elapsed if self.is_main else 0.0, float(stop)], dtype=torch.float64,
-                         device=self.comm_device)
-        self._run("clock and stop request", dist.all_reduce, t)
-        clock, stops = t.tolist()
-        return clock, stops > 0
 
     def max_(self, t: torch.Tensor) -> torch.Tensor:
         """`t` replaced in place by its element-wise maximum over the ranks; returns it."""

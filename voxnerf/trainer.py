@@ -66,6 +66,7 @@ class Trainer:
                                          cfg.render.step_ratio, self.world.max_, (self.world.rank, self.world.size))
         self.generator = self.world.generator(cfg.seed, device=device)
         self.step, self.elapsed, self.n_rays = 0, 0.0, cfg.optim.min_rays
+        self.own_time = 0.0  # this process's training time to the end of its last step (rank 0's is the job's)
         self.eval_at = sorted(eval_at)
         self.stop = StopRequest()  # enter it (as train_run does) to stop between steps on SIGINT and SIGTERM
         self.fingerprint = scene_fingerprint(scene)  # checkpoints name their scene's content (voxnerf.run_folder)
@@ -95,6 +96,7 @@ class Trainer:
         self.optimizer = self._make_optimizer()
         self.optimizer.load_state_dict(ckpt["optimizer"])
         self.step, self.elapsed, self.n_rays = ckpt["step"], ckpt["elapsed"], ckpt["n_rays"]
+        self.own_time = self.elapsed
         same_kind = ckpt.get("rng_device", "cpu") == self.device.type  # CPU and CUDA streams differ in state
         self.generator = self.world.generator(self.cfg.seed, ckpt["rng"] if same_kind else None, self.step,
                                               self.device)
@@ -113,7 +115,7 @@ class Trainer:
             "model": self.model.state(),
             "optimizer": self.optimizer.state_dict(),
             "step": self.step,
-            "elapsed": self.elapsed,
+            "elapsed": self.own_time,  # rank 0's: the job's clock to the end of the last step
             "n_rays": self.n_rays,
             "rng": self.generator.get_state(),
             "rng_device": self.generator.device.type,
@@ -147,11 +149,15 @@ class Trainer:
 
     # ---- one step -------------------------------------------------------------------------------------------
     def train_step(self) -> dict:
-        """One optimizer step on a fresh batch of n_rays rays per rank; returns its statistics.
+        """One optimizer step on a fresh batch of n_rays rays per rank; returns its statistics, with "stop": whether
+        any rank was asked to stop.
 
         Every rank draws its own full batch (the global batch grows with the ranks, as in data-parallel training of
         peers); the learning rates grow with it (`_set_learning_rates`) and the occupancy schedule counts rays, not
-        steps (`occupancy_for_ranks`)."""
+        steps (`occupancy_for_ranks`). The gradient exchange also carries rank 0's clock and every rank's stop
+        request, so that all ranks follow one time budget and stop at the same step without a collective of their
+        own: `elapsed` becomes rank 0's training time as of the exchange."""
+        start = time.perf_counter()
         progress = self.progress()
         level = self.strategy.level(progress)
         self._set_learning_rates(progress)
@@ -164,7 +170,9 @@ class Trainer:
             mse = torch.nn.functional.mse_loss(result.rgb, batch["target"])
             loss = mse + self._regularization(result)
         self.scaler.scale(loss).backward()
-        num_samples, = self.world.all_reduce_gradients(self.model.parameters(), [result.num_samples], reads)
+        clock = self.own_time + time.perf_counter() - start if self.world.is_main else 0.0
+        num_samples, self.elapsed, stops = self.world.all_reduce_gradients(
+            self.model.parameters(), [result.num_samples, clock, float(self.stop.requested)], reads)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
@@ -173,7 +181,9 @@ class Trainer:
         samples_per_ray = num_samples / max(n_total, 1)
         o = self.cfg.optim
         self.n_rays = int(np.clip(o.target_samples / max(samples_per_ray, 1.0), o.min_rays, o.max_rays))
+        self.own_time += time.perf_counter() - start
         return {
+            "stop": stops > 0,
             "loss": loss.detach(),
             "mse": mse.detach(),
             "rays": n_total,
@@ -219,13 +229,11 @@ class Trainer:
         try:
             while self.progress() < 1.0:
                 self.threads.adjust()
-                t0 = time.perf_counter()
                 stats = self.train_step()
                 self.step += 1
-                # rank 0's clock and every rank's stop request, agreed on once a step (a request that arrives later
-                # in this iteration, e.g. during a snapshot, stops the next one)
-                self.elapsed, stop = self.world.clock_and_stop(self.elapsed + time.perf_counter() - t0,
-                                                               self.stop.requested)
+                # the ranks agreed on the stop requests made before the step's exchange (a later one stops the next
+                # step); a single process also heeds one that came after
+                stop = stats.pop("stop") or self.world.size == 1 and self.stop.requested
                 rays_done += stats["rays"]
                 self._snapshot_if_due()
                 if main and self.step % self.cfg.log_every == 0:
