@@ -39,6 +39,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Callable, Mapping, Sequence
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -120,8 +121,8 @@ class World:
         Row tables of SPARSE_ROWS rows or more (the grid's density and features) send only the rows some rank
         touched: the rows the step read them at (`reads`, from `Field.recording_reads`), or else the rows of their
         gradients that are nonzero (a scan of the whole gradient). Tables with the same number of rows share one
-        row space (density and features name the same grid vertices) and so one touched-row mask. The exchange is one MAX all-reduce of the masks (a byte per row),
-        then one SUM all-reduce of everything else together: which parameters have a gradient, `statistics`, the
+        row space (density and features name the same grid vertices) and so one touched-row mask. The exchange is
+        one MAX all-reduce of the masks (a byte per row), then one SUM all-reduce of everything else together: which parameters have a gradient, `statistics`, the
         small parameters' gradients (the MLP) and the touched rows of every table. Untouched rows are zero on every
         rank and stay so. A step's rays reach a small part of the grid, so this moves a fraction of the tables
         (issue 12), and the step's few numbers ride along instead of paying for collectives of their own.
@@ -149,28 +150,32 @@ class World:
         small = [p for p in params if id(p) not in tables]
         position = {id(p): i for i, p in enumerate(params)}
         rows = self._touched_rows(list(groups.values()), reads)
-        has = torch.tensor([p.grad is not None for p in params], dtype=torch.float32)
-        stats = torch.tensor(statistics, dtype=torch.float32)
-        parts = [has, stats] + [torch.zeros_like(p) if p.grad is None else p.grad for p in small]
-        parts += [p.new_zeros(len(index), *p.shape[1:]) if p.grad is None else p.grad.index_select(0, index)
-                  for group, index in zip(groups.values(), rows) for p in group]
-        flat = torch.cat([part.reshape(-1).to(self.comm_device, torch.float32) for part in parts])
+        # what each parameter sends after the flags and statistics: all of a small one, its touched rows of a table
+        entries = [(p, None, p.numel()) for p in small]
+        entries += [(p, index, len(index) * math.prod(p.shape[1:]))
+                    for group, index in zip(groups.values(), rows) for p in group]
+        head = len(params) + len(statistics)
+        flat = torch.empty(head + sum(n for *_, n in entries), dtype=torch.float32, device=self.comm_device)
+        flat[:head] = torch.tensor([p.grad is not None for p in params] + list(statistics), dtype=torch.float32)
+        offset = head
+        for p, index, n in entries:
+            _gather_into(flat[offset:offset + n], p.grad, index)
+            offset += n
         self._run("gradient all-reduce", dist.all_reduce, flat)
-        head = flat[:len(params) + len(stats)].tolist()
-        present, summed = [h > 0 for h in head[:len(params)]], head[len(params):]
-        offset = len(params) + len(stats)
+        values = flat[:head].tolist()
+        present, summed = [v > 0 for v in values[:len(params)]], values[len(params):]
         flat /= self.size
-        for p in small:
-            p.grad = flat[offset:offset + p.numel()].view_as(p).to(p.device, p.dtype)
-            offset += p.numel()
-        for group, index in zip(groups.values(), rows):
-            for p in group:
-                values = flat[offset:offset + len(index) * math.prod(p.shape[1:])]
-                offset += values.numel()
-                if p.grad is None and present[position[id(p)]]:
-                    p.grad = torch.zeros_like(p)
-                if p.grad is not None:
-                    p.grad.index_copy_(0, index, values.view(len(index), *p.shape[1:]).to(p.device, p.dtype))
+        offset = head
+        for p, index, n in entries:
+            mean = flat[offset:offset + n]
+            offset += n
+            if index is None:
+                p.grad = mean.view_as(p).to(p.device, p.dtype)
+                continue
+            if p.grad is None and present[position[id(p)]]:
+                p.grad = torch.zeros_like(p)
+            if p.grad is not None:
+                p.grad.index_copy_(0, index, mean.view(len(index), *p.shape[1:]).to(p.device, p.dtype))
         for p, keep in zip(params, present):
             if not keep:
                 p.grad = None
@@ -186,7 +191,7 @@ class World:
         buf = torch.cat(masks).to(self.comm_device)
         self._run("touched-row all-reduce (MAX)", dist.all_reduce, buf, op=dist.ReduceOp.MAX)
         device = groups[0][0].device
-        return [torch.nonzero(m).squeeze(-1).to(device) for m in torch.split(buf, [len(m) for m in masks])]
+        return [_rows_of(m).to(device) for m in torch.split(buf, [len(m) for m in masks])]
 
     def max_(self, t: torch.Tensor) -> torch.Tensor:
         """`t` replaced in place by its element-wise maximum over the ranks; returns it."""
@@ -266,6 +271,27 @@ class FaultyWorld(World):
             while True:
                 time.sleep(60)
         return super().all_reduce_gradients(parameters, statistics, reads)
+
+
+def _gather_into(out: torch.Tensor, grad: torch.Tensor | None, index: torch.Tensor | None) -> None:
+    """Fill `out` (flat, float32, on the communication device) with the rows `index` of `grad` (all of it when
+    index is None), or with zeros when there is no gradient; rows go straight into `out` where they can."""
+    if grad is None:
+        out.zero_()
+    elif index is None:
+        out.copy_(grad.reshape(-1))
+    elif out.device == grad.device and out.dtype == grad.dtype:
+        torch.index_select(grad, 0, index, out=out.view(len(index), *grad.shape[1:]))
+    else:
+        out.copy_(grad.index_select(0, index).reshape(-1))
+
+
+def _rows_of(mask: torch.Tensor) -> torch.Tensor:
+    """(K,) int64 positions of the nonzero bytes of a (V,) uint8 mask. On the CPU through numpy, whose nonzero of a
+    bool array is ~8x faster than torch's (0.4 against 2.9 ms for 0.75M entries on one thread)."""
+    if mask.device.type == "cpu":
+        return torch.from_numpy(np.flatnonzero(mask.contiguous().numpy().view(np.bool_)))
+    return torch.nonzero(mask).squeeze(-1)
 
 
 def _touched_mask(tables: list[torch.Tensor], reads: Mapping[int, list[torch.Tensor]]) -> torch.Tensor:
