@@ -73,13 +73,16 @@ def train_independent(args: argparse.Namespace, repeat: int) -> dict:
     outs = [args.out / f"independent{seed}_{repeat}" for seed in (0, 1)]
     options = ["--threads", "1"]
     start = time.perf_counter()
-    processes = [subprocess.Popen(command(out, [*options, "--set", f"seed={seed}"], args), env=ONE_OMP_THREAD,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-                 for seed, out in enumerate(outs)]
-    for process in processes:
-        _, stderr = process.communicate()
-        if process.returncode != 0:
-            sys.exit(f"{CEILING}: voxnerf train failed:\n{stderr}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    logs = [args.out / f"{out.name}.stderr" for out in outs]  # files, not pipes: neither run can block on its output
+    processes = []
+    for seed, (out, log) in enumerate(zip(outs, logs)):
+        with open(log, "w") as stderr:
+            processes.append(subprocess.Popen(command(out, [*options, "--set", f"seed={seed}"], args),
+                                              env=ONE_OMP_THREAD, stdout=subprocess.DEVNULL, stderr=stderr))
+    for process, log in zip(processes, logs):
+        if process.wait() != 0:
+            sys.exit(f"{CEILING}: voxnerf train failed:\n{log.read_text()}")
     wall = time.perf_counter() - start
     runs = [read_run(out) for out in outs]
     snapshots = [{"time": a["time"], "step": a["step"] + b["step"], "psnr": (a["psnr"] + b["psnr"]) / 2}

@@ -130,7 +130,8 @@ def gradients_on_rank(out: Path) -> int:
     row 1 of both; a second table of the same rows (as density beside features) has its row 50 touched by rank 1
     alone and no gradient on rank 0; a third has a gradient on no rank; rank 1 leaves one small parameter without
     gradient; each rank counts 10 + r samples, rank 0 alone sends its clock and rank 1 alone a stop request (as the
-    trainer does). Saves the reduced gradients, the summed statistics and the collectives run."""
+    trainer does). Rank 0 says which rows it read the large table at (as a grid does), rank 1 leaves its gradients
+    to be scanned. Saves the reduced gradients, the summed statistics and the collectives run."""
     from voxnerf.distributed import SPARSE_ROWS, World, world_from_env
 
     collectives = []
@@ -150,7 +151,8 @@ def gradients_on_rank(out: Path) -> int:
         small.grad = torch.full((4,), float(world.rank))
         unused.grad = torch.ones(2) if world.rank == 0 else None
         statistics = [10.0 + world.rank, 100.0 if world.is_main else 0.0, float(world.rank == 1)]
-        counted = world.all_reduce_gradients([table, small, column, idle, unused], statistics)
+        reads = {id(table): [rows, torch.tensor([1, 1])]} if world.is_main else {}
+        counted = world.all_reduce_gradients([table, small, column, idle, unused], statistics, reads)
         torch.save({"table": table.grad, "column": column.grad, "idle": idle.grad, "small": small.grad,
                     "unused": unused.grad, "counted": counted, "collectives": collectives},
                    out / f"rank{world.rank}.pt")

@@ -223,7 +223,9 @@ def test_a_dying_peer_leaves_rank_0s_latest_state_saved(scenes, tmp_path):
 
 def test_two_ranks_stop_together_on_a_signal_and_at_the_end_of_rank_0s_time_budget(scenes, tmp_path):
     """The stop requests and rank 0's clock travel with each step's gradients: a SIGTERM (to the launcher, which
-    passes it on) and the time budget end both ranks at the same step, saved, with no collective left hanging."""
+    passes it on) and the time budget end both ranks at the same step, saved, with no collective left hanging (ranks
+    that stopped apart would wait in different collectives until the timeout; a finished job also compares the
+    ranks' fields before it exits 0)."""
     out = tmp_path / "signal"
     process = start("train", scenes[0], "--out", out, "--nproc", "2", *TINY, *LONG,
                     env={"VOXNERF_COLLECTIVE_TIMEOUT": "20"})
@@ -238,7 +240,7 @@ def test_two_ranks_stop_together_on_a_signal_and_at_the_end_of_rank_0s_time_budg
                  env={"VOXNERF_COLLECTIVE_TIMEOUT": "20"})
     assert result.returncode == 0, result.stderr
     elapsed = torch.load(timed / CHECKPOINT, weights_only=False)["elapsed"]
-    assert 3.0 <= elapsed < 3.5
+    assert 3.0 <= elapsed < 4.5  # rank 0's training time: the budget, and at most part of a step more
 
 
 FULL_DISK = """

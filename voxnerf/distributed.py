@@ -10,9 +10,9 @@ what DDP's reducer would, on whatever parameters exist at that step.
 
 Every rank takes the same decisions: the initial field is seeded alike, gradients are the same after the
 all-reduce (so Adam steps alike and parameters stay bit-identical), the occupancy statistic is reduced with MAX
-before thresholding, and the schedule uses rank 0's clock (sent with the gradients, as are the stop requests, by
-the trainer). `check_identical` compares a fingerprint of the field
-across ranks (at start, at each topology change, at the end) and fails loudly if they have drifted apart.
+before thresholding, and the schedule uses rank 0's clock (the trainer sends it with the gradients, as it does
+the stop requests). `check_identical` compares a fingerprint of the field across ranks (at start, at each
+topology change, at the end) and fails loudly if they have drifted apart.
 
 Collectives run under a timeout (env VOXNERF_COLLECTIVE_TIMEOUT, seconds): a worker that dies or hangs ends the
 job with a VoxnerfError (PeerLost) naming the collective instead of a job that waits forever; rank 0 saves its
@@ -122,8 +122,9 @@ class World:
         touched: the rows the step read them at (`reads`, from `Field.recording_reads`), or else the rows of their
         gradients that are nonzero (a scan of the whole gradient). Tables with the same number of rows share one
         row space (density and features name the same grid vertices) and so one touched-row mask. The exchange is
-        one MAX all-reduce of the masks (a byte per row), then one SUM all-reduce of everything else together: which parameters have a gradient, `statistics`, the
-        small parameters' gradients (the MLP) and the touched rows of every table. Untouched rows are zero on every
+        one MAX all-reduce of the masks (a byte per row), then one SUM all-reduce of everything else together:
+        which parameters have a gradient, `statistics`, the small parameters' gradients (the MLP) and the touched
+        rows of every table. Untouched rows are zero on every
         rank and stay so. A step's rays reach a small part of the grid, so this moves a fraction of the tables
         (issue 12), and the step's few numbers ride along instead of paying for collectives of their own.
 
@@ -137,7 +138,8 @@ class World:
             statistics: numbers of this rank's step to sum over the ranks (e.g. its sample count).
             reads: rows each row table was read at under autograd this step, by id of the table's parameter.
         Returns:
-            `statistics` summed over the ranks (exact for integers below 2^24).
+            `statistics` summed over the ranks in float32 (exact for integers below 2^24; a value only one rank
+            sends comes back rounded to float32).
         """
         if self.size == 1:
             return list(statistics)
@@ -167,15 +169,8 @@ class World:
         flat /= self.size
         offset = head
         for p, index, n in entries:
-            mean = flat[offset:offset + n]
+            _scatter_from(flat[offset:offset + n], p, index, present[position[id(p)]])
             offset += n
-            if index is None:
-                p.grad = mean.view_as(p).to(p.device, p.dtype)
-                continue
-            if p.grad is None and present[position[id(p)]]:
-                p.grad = torch.zeros_like(p)
-            if p.grad is not None:
-                p.grad.index_copy_(0, index, mean.view(len(index), *p.shape[1:]).to(p.device, p.dtype))
         for p, keep in zip(params, present):
             if not keep:
                 p.grad = None
@@ -286,11 +281,24 @@ def _gather_into(out: torch.Tensor, grad: torch.Tensor | None, index: torch.Tens
         out.copy_(grad.index_select(0, index).reshape(-1))
 
 
+def _scatter_from(mean: torch.Tensor, p: torch.Tensor, index: torch.Tensor | None, present: bool) -> None:
+    """Set `p.grad` from `mean` (flat, as `_gather_into` packed it): the whole gradient when index is None, else its
+    rows `index` (the other rows stay as they are: zero on every rank). A table with no gradient of its own gets a
+    zero one first when some rank had one (`present`)."""
+    if index is None:
+        p.grad = mean.view_as(p).to(p.device, p.dtype)
+        return
+    if p.grad is None and present:
+        p.grad = torch.zeros_like(p)
+    if p.grad is not None:
+        p.grad.index_copy_(0, index, mean.view(len(index), *p.shape[1:]).to(p.device, p.dtype))
+
+
 def _rows_of(mask: torch.Tensor) -> torch.Tensor:
     """(K,) int64 positions of the nonzero bytes of a (V,) uint8 mask. On the CPU through numpy, whose nonzero of a
     bool array is ~8x faster than torch's (0.4 against 2.9 ms for 0.75M entries on one thread)."""
     if mask.device.type == "cpu":
-        return torch.from_numpy(np.flatnonzero(mask.contiguous().numpy().view(np.bool_)))
+        return torch.from_numpy(np.flatnonzero(mask.contiguous().numpy().view(np.bool_)).astype(np.int64, copy=False))
     return torch.nonzero(mask).squeeze(-1)
 
 
@@ -305,7 +313,7 @@ def _touched_mask(tables: list[torch.Tensor], reads: Mapping[int, list[torch.Ten
     lists = {id(reads[id(p)]): reads[id(p)] for p in with_grad}  # tables sharing their reads list them once
     rows = [r for read in lists.values() for r in read]
     mask = torch.zeros(num_rows, dtype=torch.uint8, device=device)
-    return mask.index_fill_(0, torch.cat(rows), 1) if rows else mask
+    return mask.index_fill_(0, torch.cat(rows).long(), 1) if rows else mask
 
 
 def _nonzero_rows(grads: list[torch.Tensor], num_rows: int, device: torch.device) -> torch.Tensor:

@@ -156,7 +156,7 @@ class Trainer:
         peers); the learning rates grow with it (`_set_learning_rates`) and the occupancy schedule counts rays, not
         steps (`occupancy_for_ranks`). The gradient exchange also carries rank 0's clock and every rank's stop
         request, so that all ranks follow one time budget and stop at the same step without a collective of their
-        own: `elapsed` becomes rank 0's training time as of the exchange."""
+        own: `elapsed` becomes rank 0's training time as of the exchange (a single process's, to the step's end)."""
         start = time.perf_counter()
         progress = self.progress()
         level = self.strategy.level(progress)
@@ -173,6 +173,7 @@ class Trainer:
         clock = self.own_time + time.perf_counter() - start if self.world.is_main else 0.0
         num_samples, self.elapsed, stops = self.world.all_reduce_gradients(
             self.model.parameters(), [result.num_samples, clock, float(self.stop.requested)], reads)
+        del reads  # the stencils (N, 8) need not outlive the exchange (a refinement below is the memory peak)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
@@ -182,6 +183,8 @@ class Trainer:
         o = self.cfg.optim
         self.n_rays = int(np.clip(o.target_samples / max(samples_per_ray, 1.0), o.min_rays, o.max_rays))
         self.own_time += time.perf_counter() - start
+        if self.world.size == 1:  # no agreement needed: the exact time, to the end of the step
+            self.elapsed = self.own_time
         return {
             "stop": stops > 0,
             "loss": loss.detach(),
@@ -233,7 +236,7 @@ class Trainer:
                 self.step += 1
                 # the ranks agreed on the stop requests made before the step's exchange (a later one stops the next
                 # step); a single process also heeds one that came after
-                stop = stats.pop("stop") or self.world.size == 1 and self.stop.requested
+                stop = stats.pop("stop") or (self.world.size == 1 and self.stop.requested)
                 rays_done += stats["rays"]
                 self._snapshot_if_due()
                 if main and self.step % self.cfg.log_every == 0:
@@ -264,7 +267,7 @@ class Trainer:
             if logger is not None:
                 logger.close()
         self.checkpoint()
-        return {"step": self.step, "elapsed": self.elapsed, "interrupted": interrupted, "snapshots": self.snapshots}
+        return {"step": self.step, "elapsed": self.own_time, "interrupted": interrupted, "snapshots": self.snapshots}
 
     def _saved_after(self, error: PeerLost) -> PeerLost:
         """`error` (a lost peer) once rank 0 has saved its latest state, with a note saying where."""
