@@ -66,6 +66,7 @@ def choose_backend(device: torch.device, local_world_size: int) -> str:
 
 
 SPARSE_ROWS = 1 << 16  # parameters with this many rows or more are all-reduced row-sparse
+NO_READS: Mapping[int, list[torch.Tensor]] = MappingProxyType({})  # no table says where it was read: scan them all
 
 
 @dataclass
@@ -115,7 +116,7 @@ class World:
 
     # ---- collectives --------------------------------------------------------------------------------------
     def all_reduce_gradients(self, parameters, statistics: Sequence[float] = (),
-                             reads: Mapping[int, list[torch.Tensor]] = MappingProxyType({})) -> list[float]:
+                             reads: Mapping[int, list[torch.Tensor]] = NO_READS) -> list[float]:
         """Replace every parameter's .grad by its mean over the ranks, in two collectives; sum `statistics` alongside.
 
         Row tables of SPARSE_ROWS rows or more (the grid's density and features) send only the rows some rank
@@ -124,9 +125,9 @@ class World:
         row space (density and features name the same grid vertices) and so one touched-row mask. The exchange is
         one MAX all-reduce of the masks (a byte per row), then one SUM all-reduce of everything else together:
         which parameters have a gradient, `statistics`, the small parameters' gradients (the MLP) and the touched
-        rows of every table. Untouched rows are zero on every
-        rank and stay so. A step's rays reach a small part of the grid, so this moves a fraction of the tables
-        (issue 12), and the step's few numbers ride along instead of paying for collectives of their own.
+        rows of every table. Untouched rows are zero on every rank and stay so. A step's rays reach a small part
+        of the grid, so this moves a fraction of the tables (issue 12), and the step's few numbers ride along
+        instead of paying for collectives of their own.
 
         A parameter without a gradient on every rank keeps none (as a single process leaves it to Adam); one that
         has a gradient somewhere gets the mean with zeros for the ranks that have none. Under a GradScaler call it
@@ -150,7 +151,6 @@ class World:
                 groups.setdefault(len(p), []).append(p)
         tables = {id(p) for group in groups.values() for p in group}
         small = [p for p in params if id(p) not in tables]
-        position = {id(p): i for i, p in enumerate(params)}
         rows = self._touched_rows(list(groups.values()), reads)
         # what each parameter sends after the flags and statistics: all of a small one, its touched rows of a table
         entries = [(p, None, p.numel()) for p in small]
@@ -165,16 +165,16 @@ class World:
             offset += n
         self._run("gradient all-reduce", dist.all_reduce, flat)
         values = flat[:head].tolist()
-        present, summed = [v > 0 for v in values[:len(params)]], values[len(params):]
+        present = {id(p): v > 0 for p, v in zip(params, values)}  # a gradient on some rank
         flat /= self.size
         offset = head
         for p, index, n in entries:
-            _scatter_from(flat[offset:offset + n], p, index, present[position[id(p)]])
+            _scatter_from(flat[offset:offset + n], p, index, present[id(p)])
             offset += n
-        for p, keep in zip(params, present):
-            if not keep:
+        for p in params:
+            if not present[id(p)]:
                 p.grad = None
-        return summed
+        return values[len(params):]  # the statistics, summed
 
     def _touched_rows(self, groups: list[list[torch.Tensor]],
                       reads: Mapping[int, list[torch.Tensor]]) -> list[torch.Tensor]:
@@ -256,7 +256,7 @@ class FaultyWorld(World):
     steps: int = field(default=0, init=False)
 
     def all_reduce_gradients(self, parameters, statistics: Sequence[float] = (),
-                             reads: Mapping[int, list[torch.Tensor]] = MappingProxyType({})) -> list[float]:
+                             reads: Mapping[int, list[torch.Tensor]] = NO_READS) -> list[float]:
         self.steps += 1
         if self.steps == self.fault[0]:
             print(f"voxnerf: test fault: rank {self.rank} {self.fault[1]}s at step {self.steps}", file=sys.stderr,
