@@ -32,8 +32,8 @@ CPU_OVERRIDES = [  # the auto-picked presets are sized for GPUs and large photos
 
 def background_psnr(run_dir: Path, scene_dir: Path) -> float:
     """PSNR over the test views' background pixels (ground-truth depth > BACKGROUND_DEPTH) of a trained run."""
-    from voxnerf.evaluate import target_image
-    from voxnerf.run import load_run
+    from voxnerf.render.views import target_image
+    from voxnerf.run.load import load_run
 
     run = load_run(run_dir, scene_root=scene_dir)
     scene = run.scene()
@@ -52,8 +52,8 @@ def run_one(scene_name: str, fmt: str, budget: float, eval_at: list[float], thre
     import torch
 
     import voxnerf_scenes
-    from voxnerf.session import preset_for, train_run
     from voxnerf.data import load_scene
+    from voxnerf.train.session import preset_for, train_run
 
     torch.set_num_threads(threads)
     scene_dir = root / f"{scene_name}_{fmt}"

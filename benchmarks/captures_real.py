@@ -68,7 +68,7 @@ def link_variant(capture: Path, variant: str, root: Path) -> Path:
 def run_one(scene_dir: Path, out: Path, budget: float, eval_at: list[float], threads: int, sets: list[str]) -> dict:
     """Train with the auto-picked preset (and `sets`) in this process and measure."""
     from voxnerf.data import load_scene
-    from voxnerf.session import preset_for, train_run
+    from voxnerf.train.session import preset_for, train_run
 
     preset, overlays, _ = preset_for(load_scene(scene_dir, with_images=False))
     preset = " + ".join([preset, *overlays])

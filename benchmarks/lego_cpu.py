@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import resource
-import os
 import statistics
 import subprocess
 import sys
@@ -44,9 +44,9 @@ def run_variant(config: str, budget: float, eval_at: list[float], overrides: lis
     """Train one variant in this process and return its measurements."""
     import torch
 
-    from voxnerf.config import load_config, parse_override
     from voxnerf.data import load_scene
-    from voxnerf.trainer import Trainer
+    from voxnerf.run.config import load_config, parse_override
+    from voxnerf.train.trainer import Trainer
 
     torch.set_num_threads(threads)
     cfg = load_config(config, [{"max_time": budget, "max_steps": 10**9, "checkpoint_every": 10**9,

@@ -1,14 +1,15 @@
 """The lego_100 mesh figure (docs/export_lego.png) and its numbers: density meshes at the fixed and the automatic
-level, scored against the scene's test views.
+iso, colored from the photos and (before issue 25) by the field seen head-on, scored against the scene's test views.
 
     voxnerf train ../shared/data/nerf_synthetic/lego_100 --config cpu --max-time 300 --out runs/lego
     python benchmarks/lego_mesh.py runs/lego --png docs/export_lego.png
 
-For each level it prints the mesh's vertex and face counts, its topology (connected components, boundary and
-non-manifold edges, open3d's watertight test), the export time, and two scores on the test views: the IoU of the
+For each mesh it prints the vertex and face counts, its topology (connected components, boundary and non-manifold
+edges, open3d's watertight test), its roughness (mean angle between the normals of adjacent faces: facets and
+speckle raise it), the export time, and two scores on the test views: the IoU of the
 mesh's silhouette (open3d ray casting) with the ground-truth alpha > 0.5, and the PSNR of the mesh's interpolated
-vertex colors against the ground-truth colors where both cover a pixel. The PNG shows the automatic-level mesh
-from near the first test camera, rendered by `voxnerf.export.view.screenshot`.
+vertex colors against the ground-truth colors where both cover a pixel. The PNG shows the automatic-iso-value mesh
+from near the first test camera, rendered by `voxnerf.view.occupancy.screenshot`.
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ from pathlib import Path
 import numpy as np
 import open3d as o3d
 
+from voxnerf.data.rays import image_rays
+from voxnerf.data.scene import Scene
 from voxnerf.export import export_mesh
 from voxnerf.export.box import crop_box
-from voxnerf.export.level import DEFAULT_LEVEL, auto_level
-from voxnerf.export.view import screenshot, viewpoint
-from voxnerf.rays import image_rays
-from voxnerf.run import Run, load_run
-from voxnerf.scene import Scene
+from voxnerf.export.iso import DEFAULT_ISO, auto_iso
+from voxnerf.run.load import Run, load_run
+from voxnerf.view.occupancy import screenshot, viewpoint
 
 EVERY = 8  # score every 8th test view
 
@@ -40,6 +41,21 @@ def topology(mesh: o3d.geometry.TriangleMesh) -> dict:
             "components": len(mesh.cluster_connected_triangles()[1]),
             "boundary_edges": int((faces_per_edge == 1).sum()), "nonmanifold_edges": int((faces_per_edge > 2).sum()),
             "open3d_watertight": bool(mesh.is_watertight())}
+
+
+def roughness(mesh: o3d.geometry.TriangleMesh) -> float:
+    """Mean angle in degrees between the normals of the two faces of each edge shared by exactly two faces."""
+    triangles = np.asarray(mesh.triangles)
+    mesh.compute_triangle_normals()
+    normals = np.asarray(mesh.triangle_normals)
+    edges = np.sort(triangles[:, [0, 1, 1, 2, 2, 0]].reshape(-1, 2), axis=1)
+    _, inverse, counts = np.unique(edges, axis=0, return_inverse=True, return_counts=True)
+    inverse = inverse.reshape(-1)
+    shared = counts[inverse] == 2
+    order = np.argsort(inverse[shared], kind="stable")
+    faces = (np.flatnonzero(shared) // 3)[order].reshape(-1, 2)
+    cosine = np.clip((normals[faces[:, 0]] * normals[faces[:, 1]]).sum(1), -1, 1)
+    return round(float(np.degrees(np.arccos(cosine)).mean()), 2)
 
 
 def view_scores(mesh: o3d.geometry.TriangleMesh, scene: Scene) -> dict:
@@ -64,32 +80,39 @@ def view_scores(mesh: o3d.geometry.TriangleMesh, scene: Scene) -> dict:
             "color_psnr": round(float(-10 * np.log10(np.concatenate(errors).mean())), 2)}
 
 
-def measure(run: Run, scene: Scene, level: float, out: Path) -> tuple[o3d.geometry.TriangleMesh, dict]:
-    """Export the density mesh at `level` to `out`, time it, and score it."""
+def measure(run: Run, scene: Scene, iso: float, out: Path, **options) -> tuple[o3d.geometry.TriangleMesh, dict]:
+    """Export the density mesh at `iso` to `out` (`options`: more `export_mesh` arguments), time it, and score it."""
     start = time.perf_counter()
-    mesh = export_mesh(run, out, level=level)
+    mesh = export_mesh(run, out, iso=iso, **options)
     seconds = time.perf_counter() - start
-    return mesh, {"level": round(level, 4), "export_s": round(seconds, 2), **topology(mesh), **view_scores(mesh, scene)}
+    return mesh, {"iso": round(iso, 4), **options, "export_s": round(seconds, 2), **topology(mesh),
+                  "roughness_deg": roughness(mesh), **view_scores(mesh, scene)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run", type=Path, help="a run trained on lego_100")
     parser.add_argument("--png", type=Path, default=Path("docs/export_lego.png"))
-    parser.add_argument("--mesh", type=Path, default=None, help="where to write the automatic-level mesh "
+    parser.add_argument("--mesh", type=Path, default=None, help="where to write the automatic-iso-value mesh "
                                                                "(default: RUN/mesh_auto.ply)")
+    parser.add_argument("--blur", type=float, nargs="*", default=[], help="also score these --blur values")
+    parser.add_argument("--taubin", type=int, nargs="*", default=[], help="also score these --taubin values")
     args = parser.parse_args()
     run = load_run(args.run)
     scene = run.scene()
     start = time.perf_counter()
-    chosen = auto_level(run, crop_box(run))
-    level_s = time.perf_counter() - start
-    _, fixed = measure(run, scene, DEFAULT_LEVEL, args.run / "mesh_fixed.ply")
-    mesh, auto = measure(run, scene, chosen.level, args.mesh or args.run / "mesh_auto.ply")
-    auto |= {"level_s": round(level_s, 2), "level_iou": round(chosen.iou, 4), "level_rays": chosen.rays}
+    chosen = auto_iso(run, crop_box(run))
+    iso_s = time.perf_counter() - start
+    _, fixed = measure(run, scene, DEFAULT_ISO, args.run / "mesh_fixed.ply")
+    _, head_on = measure(run, scene, chosen.iso, args.run / "mesh_head_on.ply", colors="field", blur=0.0, taubin=0)
+    variants = [{"blur": b, "taubin": 0} for b in args.blur] + [{"blur": 0.0, "taubin": t} for t in args.taubin]
+    smoothed = [measure(run, scene, chosen.iso, args.run / "mesh_variant.ply", **v)[1] for v in variants]
+    mesh, auto = measure(run, scene, chosen.iso, args.mesh or args.run / "mesh_auto.ply")
+    auto |= {"iso_s": round(iso_s, 2), "iso_iou": round(chosen.iou, 4), "iso_rays": chosen.rays}
     test = scene.cameras.subset(scene.split_indices("test")[:1])
     screenshot([mesh], args.png, viewpoint(run, test), width=800, height=600, zoom=0.7)
-    print(json.dumps({"fixed": fixed, "auto": auto, "png": str(args.png)}, indent=2))
+    print(json.dumps({"fixed": fixed, "head_on": head_on, "variants": smoothed, "auto": auto, "png": str(args.png)},
+                     indent=2))
 
 
 if __name__ == "__main__":

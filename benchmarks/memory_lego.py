@@ -31,9 +31,9 @@ def measure(out: Path) -> dict:
     """Load lego and train 10 steps in this process; peak RSS and times."""
     import torch
 
-    from voxnerf.config import load_config
     from voxnerf.data import load_scene
-    from voxnerf.trainer import Trainer
+    from voxnerf.run.config import load_config
+    from voxnerf.train.trainer import Trainer
 
     t0 = time.perf_counter()
     scene = load_scene(DATA)

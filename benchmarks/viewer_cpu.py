@@ -40,9 +40,9 @@ def render_times(run_dir: Path, sizes: list[int], views: int, threads: int) -> d
     import numpy as np
     import torch
 
-    from voxnerf.run import load_run
-    from voxnerf.video import orbit_cameras
-    from voxnerf.viewer import vertical_fov
+    from voxnerf.run.load import load_run
+    from voxnerf.view.paths import orbit_cameras
+    from voxnerf.view.viewer import vertical_fov
 
     torch.set_num_threads(threads)
     run = load_run(run_dir)

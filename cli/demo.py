@@ -7,15 +7,16 @@ from pathlib import Path
 import typer
 
 import voxnerf_scenes
-from voxnerf.device import resolve_device
 from voxnerf.errors import VoxnerfError
 from voxnerf.export import export_mesh, export_pointcloud
 from voxnerf.export.output import summary
-from voxnerf.interrupt import exit_status
-from voxnerf.renders import render_run
-from voxnerf.run import load_run
-from voxnerf.session import build_config, preset_path, train_run
-from voxnerf_cli.export import chosen_level
+from voxnerf.run.load import load_run
+from voxnerf.system.device import resolve_device
+from voxnerf.train.interrupt import exit_status
+from voxnerf.train.session import build_config, preset_path, train_run
+from voxnerf.view.renders import render_run
+from voxnerf_cli.export import chosen_iso
+from voxnerf_cli.options import threads_option, use_threads
 from voxnerf_cli.render import print_rendered
 from voxnerf_cli.train import interrupted_line, print_outcome
 
@@ -27,16 +28,16 @@ def stage(k: int, text: str) -> None:
 
 
 def export_step(run_dir: Path) -> None:
-    """Stage 4: the demo run's mesh and point cloud, as `voxnerf export --level auto` writes them.
+    """Stage 4: the demo run's mesh and point cloud, as `voxnerf export --iso auto` writes them.
 
     A minute of training leaves a soft density whose per-voxel opacity rarely reaches 0.5, so the demo meshes the
-    level whose silhouettes match the rendered ones (`level.auto_level`) and draws the points from that surface.
+    iso value whose silhouettes match the rendered ones (`iso.auto_iso`) and draws the points from that surface.
     """
     run = load_run(run_dir)
-    level = chosen_level(run, None)
+    iso = chosen_iso(run, None)
     mesh, points = run_dir / "mesh.ply", run_dir / "points.ply"
-    for path, geometry in ((mesh, export_mesh(run, mesh, level=level)),
-                           (points, export_pointcloud(run, points, level=level))):
+    for path, geometry in ((mesh, export_mesh(run, mesh, iso=iso)),
+                           (points, export_pointcloud(run, points, iso=iso))):
         typer.echo(summary(path, geometry))
 
 
@@ -45,13 +46,13 @@ def demo(
     scene: str = typer.Option("sphere", help="Toy scene: " + ", ".join(voxnerf_scenes.SCENES) + "."),
     max_time: float = typer.Option(60.0, help="Seconds of training."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
-    threads: int = typer.Option(None, help="torch CPU threads (default: one per core that other processes leave "
-                                           "free, rechecked every 2 s)."),
+    threads: int = threads_option(", in every stage"),
 ) -> None:
     """Make a toy scene, train on it with configs/cpu.yaml (a minute), score, render and export it; prints the paths."""
     if scene not in voxnerf_scenes.SCENES:
         raise VoxnerfError(f"--scene {scene}: unknown toy scene (known: {', '.join(voxnerf_scenes.SCENES)})")
     resolve_device(device)
+    use_threads(threads)  # training sets it again from its configuration (voxnerf.train.trainer)
     build_config(preset_path("cpu"), [], None, max_time, threads)  # bad options fail before stage 1
     stage(1, f"rendering the toy scene '{scene}' (ground truth) into {out / 'scene'}")
     scene_dir = voxnerf_scenes.make_scene(scene, out / "scene", n_train=60, n_val=5, n_test=10, size=64,

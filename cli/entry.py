@@ -7,7 +7,7 @@ from __future__ import annotations
 import signal
 import sys
 
-from voxnerf.interrupt import exit_status
+from voxnerf.train.interrupt import exit_status
 
 
 def interrupted(signum: int, frame) -> None:
@@ -20,8 +20,8 @@ signal.signal(signal.SIGINT, interrupted)
 
 def main() -> None:
     """Import the CLI, then run it (voxnerf_cli.main.main), with freed memory kept for reuse
-    (voxnerf.allocator)."""
-    from voxnerf.allocator import keep_freed_memory
+    (voxnerf.system.allocator)."""
+    from voxnerf.system.allocator import keep_freed_memory
     from voxnerf_cli.main import main as run
 
     keep_freed_memory()

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import typer
 
-from voxnerf.checkpoint import load_checkpoint
-from voxnerf.device import resolve_device
 from voxnerf.errors import VoxnerfError
-from voxnerf.run import load_run
-from voxnerf.run_folder import RunLock, scene_mismatch
-from voxnerf.session import save_scores
+from voxnerf.run.checkpoint import load_checkpoint
+from voxnerf.run.folder import RunLock, scene_mismatch
+from voxnerf.run.load import load_run
+from voxnerf.system.device import resolve_device
+from voxnerf.train.session import save_scores
 from voxnerf_cli.options import threads_option, use_threads
 
 

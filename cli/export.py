@@ -7,34 +7,35 @@ from typing import Optional
 
 import typer
 
-from voxnerf.device import resolve_device
 from voxnerf.errors import VoxnerfError
 from voxnerf.export import METHODS, export_mesh, export_pointcloud
 from voxnerf.export.box import crop_box, parse_bbox
-from voxnerf.export.level import DEFAULT_LEVEL, WEAK_IOU, auto_level, trusted
+from voxnerf.export.iso import DEFAULT_ISO, WEAK_IOU, auto_iso, trusted
 from voxnerf.export.output import MESH_FORMATS, POINTCLOUD_FORMATS, check_output, summary
+from voxnerf.export.photo import COLORS
 from voxnerf.export.pointcloud import SOURCES
-from voxnerf.run import Run, load_run
+from voxnerf.run.load import Run, load_run
+from voxnerf.system.device import resolve_device
 from voxnerf_cli.options import threads_option, use_threads
 
 
-def parse_level(text: str) -> float | None:
-    """--level: a number (validated by the export) or 'auto' (None)."""
+def parse_iso(text: str) -> float | None:
+    """--iso: a number (validated by the export) or 'auto' (None)."""
     if text == "auto":
         return None
     try:
         return float(text)
     except ValueError:
-        raise VoxnerfError(f"--level {text}: expected a number in (0, 1) or auto") from None
+        raise VoxnerfError(f"--iso {text}: expected a number in (0, 1) or auto") from None
 
 
-def chosen_level(run: Run, bbox) -> float:
-    """The automatic level of `run` inside `bbox` (world (2, 3) or None: the scene box), printed as it is found;
-    VoxnerfError when its silhouettes match the rendered ones poorly (`level.trusted`)."""
-    chosen = trusted(auto_level(run, crop_box(run, bbox), progress=True))
-    typer.echo(f"level auto: {chosen.level:.4g} (silhouette IoU {chosen.iou:.3f} against the field's rendering, "
+def chosen_iso(run: Run, bbox) -> float:
+    """The automatic iso value of `run` inside `bbox` (world (2, 3) or None: the scene box), printed as it is found;
+    VoxnerfError when its silhouettes match the rendered ones poorly (`iso.trusted`)."""
+    chosen = trusted(auto_iso(run, crop_box(run, bbox), progress=True))
+    typer.echo(f"iso auto: {chosen.iso:.4g} (silhouette IoU {chosen.iou:.3f} against the field's rendering, "
                f"{chosen.rays} training rays)")
-    return chosen.level
+    return chosen.iso
 
 
 def export(
@@ -43,10 +44,10 @@ def export(
     pointcloud: Optional[Path] = typer.Option(None, help="Write a surface point cloud (.ply)."),
     method: str = typer.Option("density", help=f"Mesh method: {' | '.join(METHODS)} (marching cubes on opacity, "
                                                "or TSDF fusion of depth rendered from the training cameras)."),
-    level: str = typer.Option("auto", help="Iso value of one grid cell's opacity, alpha = 1 - exp(-sigma * cell), "
-                              f"in (0, 1) ({DEFAULT_LEVEL}: NSVF's); or auto: the level whose silhouettes match the "
+    iso: str = typer.Option("auto", "--iso", "--level", help="Iso value of one grid cell's opacity, alpha = 1 - exp(-sigma * cell), "
+                              f"in (0, 1) ({DEFAULT_ISO}: NSVF's); or auto: the iso value whose silhouettes match the "
                               "field's rendering of the training views (a trained density is soft); a run where no "
-                              f"level matches them (IoU < {WEAK_IOU}) is refused."),
+                              f"iso value matches them (IoU < {WEAK_IOU}) is refused."),
     resolution: Optional[int] = typer.Option(None, help="Samples per axis over the unit box (default: the grid's)."),
     bbox: Optional[str] = typer.Option(None, help="Keep x0,y0,z0,x1,y1,z1 (world units); default the scene box."),
     min_component: float = typer.Option(0.05, help="Drop mesh parts smaller than this fraction of the largest."),
@@ -56,10 +57,13 @@ def export(
     source: str = typer.Option("grid", help=f"Point source: {' | '.join(SOURCES)} (iso-surface, or rendered depth)."),
     num_points: int = typer.Option(100_000, min=1, help="Points to draw (at most this many from depth)."),
     outliers: bool = typer.Option(True, "--remove-outliers/--keep-outliers", help="Statistical outlier removal."),
+    colors: str = typer.Option("photos", help=f"Vertex and point colors: {' | '.join(COLORS)} (the weighted median "
+                               "of the training photos that see each point, which needs the run's scene folder; "
+                               "or the field's color looking at the surface head-on)."),
     device: str = typer.Option("auto", help="auto | cpu | cuda"),
     threads: Optional[int] = threads_option(),
 ) -> None:
-    """Export a mesh (vertex colors: the field's color looking at the surface head-on) and/or a point cloud."""
+    """Export a mesh (smoothed, vertex colors from the training photos) and/or a point cloud (colors likewise)."""
     if mesh is None and pointcloud is None:
         raise VoxnerfError("voxnerf export: nothing to do (give --mesh OUT and/or --pointcloud OUT)")
     use_threads(threads)
@@ -70,16 +74,16 @@ def export(
     if resolution is not None and resolution < 2:
         raise VoxnerfError(f"--resolution {resolution}: expected at least 2 samples per axis")
     box = parse_bbox(bbox) if bbox else None
-    iso = parse_level(level)
+    iso = parse_iso(iso)
     loaded = load_run(run, resolve_device(device))
     if iso is None:
         marched = method == "density" and mesh is not None or source == "grid" and pointcloud is not None
-        iso = chosen_level(loaded, box) if marched else DEFAULT_LEVEL
+        iso = chosen_iso(loaded, box) if marched else DEFAULT_ISO
     if mesh is not None:
         result = export_mesh(loaded, mesh, method, resolution, iso, box, min_component, target_faces, hidden,
-                             progress=True)
+                             colors, progress=True)
         typer.echo(summary(mesh, result))
     if pointcloud is not None:
-        result = export_pointcloud(loaded, pointcloud, source, num_points, resolution, iso, box, outliers,
+        result = export_pointcloud(loaded, pointcloud, source, num_points, resolution, iso, box, outliers, colors,
                                    progress=True)
         typer.echo(summary(pointcloud, result))

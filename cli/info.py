@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import typer
 
-from voxnerf.cameras import Cameras
 from voxnerf.data import load_scene
+from voxnerf.data.cameras import Cameras
+from voxnerf.data.layout import detect_layout, top_down_axes
+from voxnerf.data.scene import Scene
 from voxnerf.errors import VoxnerfError
-from voxnerf.layout import detect_layout, top_down_axes
-from voxnerf.scene import Scene
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 TICK_FRACTION = 0.06  # longest view wedge of a camera, as a fraction of the plot's extent

@@ -9,7 +9,7 @@ import sys
 import typer
 
 from voxnerf.errors import VoxnerfError
-from voxnerf.interrupt import exit_status
+from voxnerf.train.interrupt import exit_status
 from voxnerf_cli import demo, evaluate, export, info, process, render, scene, train, view, viewer
 
 app = typer.Typer(

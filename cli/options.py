@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import torch
 import typer
 
 from voxnerf.errors import VoxnerfError
+from voxnerf.system.threads import RECHECK_S, thread_policy
 
 
-def threads_option() -> int | None:
-    """The `--threads N` option of eval, render and export."""
-    return typer.Option(None, help="torch CPU threads (default: torch's choice).")
+def threads_option(more: str = "") -> int | None:
+    """The `--threads N` option of the commands that run torch (`more`: what the command adds to its help)."""
+    return typer.Option(None, help=f"torch CPU threads (default: one per core that other processes leave free, "
+                                   f"rechecked every {RECHECK_S:g} s during the work){more}.")
 
 
 def use_threads(threads: int | None) -> None:
-    """Set torch's CPU thread count when `threads` is given; VoxnerfError when it is below 1."""
-    if threads is None:
-        return
-    if threads < 1:
+    """The command's thread policy (`voxnerf.system.threads`): `threads` fixed, or without it the free cores;
+    VoxnerfError when it is below 1."""
+    if threads is not None and threads < 1:
         raise VoxnerfError(f"--threads {threads}: expected at least 1")
-    torch.set_num_threads(threads)
+    thread_policy(threads or 0)

@@ -7,8 +7,8 @@ from pathlib import Path
 import pycolmap
 import typer
 
-from voxnerf.process import ProcessReport, process_capture
-from voxnerf.sfm import CAMERA_MODELS, MATCHERS, SfmOptions
+from voxnerf.process.capture import ProcessReport, process_capture
+from voxnerf.process.sfm import CAMERA_MODELS, MATCHERS, SfmOptions
 
 
 def parse_downscales(text: str) -> tuple[int, ...]:

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from voxnerf.errors import VoxnerfError
-from voxnerf.renders import PATHS, Rendered, VideoRequest, render_run
+from voxnerf.view.renders import PATHS, Rendered, VideoRequest, render_run
 from voxnerf_cli.options import threads_option, use_threads
 
 
@@ -27,14 +27,14 @@ def parse_resolution(text: str | None) -> tuple[int, int] | None:
 def render(
     run: Path = typer.Argument(..., help="Run folder (or its checkpoint.pt)."),
     split: str = typer.Option("test", help="Split whose views to render."),
-    out: Path = typer.Option(None, help="Folder for the PNGs. Default: RUN/renders/SPLIT (with --camera-path: the "
-                                        "video's folder, default RUN/renders)."),
-    video: bool = typer.Option(True, help="Also render a video along --path (RUN/renders/PATH.mp4)."),
+    out: Path = typer.Option(None, help="Folder for everything written: the views in OUT/SPLIT, the video in OUT "
+                                        "(default: RUN/renders)."),
+    video: bool = typer.Option(True, help="Also render a video along --path (OUT/PATH.mp4)."),
     path: str = typer.Option("orbit", help=f"{' | '.join(PATHS)}: a circle around the scene (a sweep for "
                                            "forward-facing runs), a spiral, or a smooth path through the training "
                                            "cameras in capture order."),
     camera_path: Path = typer.Option(None, help="A camera-path JSON (nerfstudio's format, or the viewer's): render "
-                                                "only the video along it, RUN/renders/NAME.mp4."),
+                                                "only the video along it, OUT/NAME.mp4."),
     frames: int = typer.Option(60, min=2, help="Frames of a --path video (when --seconds is not given)."),
     fps: float = typer.Option(None, help="Frames per second (default: the camera path's, else 24)."),
     seconds: float = typer.Option(None, help="Video length: fps x seconds frames along --path; a camera path is "

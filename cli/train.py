@@ -6,13 +6,23 @@ from pathlib import Path
 
 import typer
 
-from voxnerf.device import resolve_device
-from voxnerf.distributed import launch_local
 from voxnerf.errors import VoxnerfError
-from voxnerf.interrupt import exit_status
-from voxnerf.session import TrainOutcome, check_out, parse_times, prepare, profile_steps, train_run, worker_threads
-from voxnerf.trainer import Trainer
+from voxnerf.system.device import resolve_device
+from voxnerf.train.distributed import launch_local
+from voxnerf.train.interrupt import exit_status
+from voxnerf.train.session import (
+    TrainOutcome,
+    check_out,
+    parse_times,
+    prepare,
+    profile_steps,
+    train_run,
+    worker_threads,
+)
+from voxnerf.train.trainer import Trainer
 from voxnerf_cli.evaluate import mean_line
+from voxnerf_cli.options import threads_option
+
 
 def print_outcome(outcome: TrainOutcome) -> None:
     """The run's files and the test scores, one line each."""
@@ -41,8 +51,7 @@ def train(
     init: Path = typer.Option(None, help="Checkpoint (or run folder) whose field starts this run (fine-tuning)."),
     set_: list[str] = typer.Option([], "--set", help="Override a config field, e.g. --set optim.lr_grid=0.05."),
     eval_at: str = typer.Option(None, help="Training seconds at which to score the test views, e.g. 60,120."),
-    threads: int = typer.Option(None, help="torch CPU threads (default: one per core that other processes leave "
-                                           "free, rechecked every 2 s); with --nproc, in all (default: torch's)."),
+    threads: int = threads_option("; with --nproc, in all (default: torch's)"),
     nproc: int = typer.Option(1, help="Train with this many local worker processes (threads split among them); "
                                       "for several machines use torchrun (see the README)."),
     profile: bool = typer.Option(False, help="Profile 10 steps into OUT/profile.json (Chrome trace) and stop "
@@ -62,7 +71,7 @@ def train(
         return _profile(scene, config, out, device, resume, set_, threads, quiet)
     live = None
     if viewer:
-        from voxnerf.viewer import TrainingViewer  # viser loads only for --viewer
+        from voxnerf.view.viewer import TrainingViewer  # viser loads only for --viewer
 
         live = TrainingViewer(port=viewer_port, say=typer.echo)
     options = dict(device=device, resume=resume, overwrite=overwrite, init=init, sets=set_, max_steps=max_steps,

@@ -7,16 +7,16 @@ from typing import Optional
 
 import typer
 
-from voxnerf.device import resolve_device
 from voxnerf.errors import VoxnerfError
-from voxnerf.export.view import COLORINGS, LEVELS, camera_frusta, show, screenshot, viewpoint, voxel_mesh
-from voxnerf.run import load_run
+from voxnerf.run.load import load_run
+from voxnerf.system.device import resolve_device
+from voxnerf.view.occupancy import COLORINGS, VOXELS, camera_frusta, screenshot, show, viewpoint, voxel_mesh
 
 
 def view(
     run: Path = typer.Argument(..., help="Run folder (or checkpoint file)."),
     color: str = typer.Option("density", help=f"Voxel color: {' | '.join(COLORINGS)} (opacity, or learned color)."),
-    level: str = typer.Option("cells", help=f"Start with: {' | '.join(LEVELS)} (keys '[' and ']' switch)."),
+    voxels: str = typer.Option("cells", "--voxels", "--level", help=f"Start with: {' | '.join(VOXELS)} (keys '[' and ']' switch)."),
     screenshot_path: Optional[Path] = typer.Option(None, "--screenshot", help="Render to this PNG, no window."),
     width: int = typer.Option(800, help="Screenshot width in pixels."),
     height: int = typer.Option(600, help="Screenshot height in pixels."),
@@ -37,10 +37,10 @@ def view(
         except VoxnerfError as e:
             typer.echo(f"voxnerf: note: no camera frusta ({e})", err=True)
     if screenshot_path is None:
-        show(loaded, cams, color, level, zoom)
+        show(loaded, cams, color, voxels, zoom)
         return
     where = viewpoint(loaded, cams)
-    geometries = [voxel_mesh(loaded, color, level)]
+    geometries = [voxel_mesh(loaded, color, voxels)]
     if cams is not None:
         geometries.append(camera_frusta(cams, where["lookat"]))
     screenshot(geometries, screenshot_path, where, width, height, zoom)

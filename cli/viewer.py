@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
 import typer
 
-from voxnerf.device import resolve_device
 from voxnerf.errors import VoxnerfError
-from voxnerf.run import load_run
-from voxnerf.viewer import Viewer, thumbnails
+from voxnerf.run.load import load_run
+from voxnerf.system.device import resolve_device
+from voxnerf.view.viewer import Viewer, thumbnails
+from voxnerf_cli.options import threads_option, use_threads
 
 
 def viewer(
@@ -22,7 +22,7 @@ def viewer(
     camera_images: bool = typer.Option(True, help="Show each training camera's image in its frustum (reads "
                                                   "the scene's images once)."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
-    threads: int = typer.Option(None, help="torch CPU threads (default: torch's choice)."),
+    threads: int = threads_option(),
     scene: Path = typer.Option(None, help="Scene folder, when it moved since training (default: the recorded one)."),
 ) -> None:
     """Serve a web viewer of RUN until Ctrl-C: the field rendered from your camera (coarse while it moves, sharper
@@ -31,8 +31,7 @@ def viewer(
         raise VoxnerfError(f"--max-resolution {max_resolution}: expected 16 to 4096 pixels")
     if not 0 <= port <= 65535:
         raise VoxnerfError(f"--port {port}: expected 0 to 65535")
-    if threads:
-        torch.set_num_threads(threads)
+    use_threads(threads)
     loaded = load_run(run, resolve_device(device), scene)
     cameras = images = None
     try:

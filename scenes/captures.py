@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from voxnerf.cameras import Cameras, focal_from_fov
+from voxnerf.data.cameras import Cameras, focal_from_fov
 from voxnerf.errors import VoxnerfError
 from voxnerf_scenes.backgrounds import Background, Shell, Wall
 from voxnerf_scenes.colors import Constant, FaceColors, Radial, RingHue, Speckled
@@ -81,7 +81,7 @@ class Capture:
     Attributes:
         name: the catalog name (`voxnerf scene make NAME`).
         description: one line for `voxnerf scene list`.
-        layout: the camera layout it stands for, as `voxnerf.layout.detect_layout` names it.
+        layout: the camera layout it stands for, as `voxnerf.data.layout.detect_layout` names it.
         objects: the toy objects near the origin.
         background: the opaque surface behind them.
         rig: where the cameras are.

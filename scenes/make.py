@@ -27,10 +27,10 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from voxnerf.cameras import Cameras, focal_from_fov, opengl_to_opencv
+from voxnerf.data.cameras import Cameras, focal_from_fov, opengl_to_opencv
+from voxnerf.data.cameras import look_at as camera_looking_at
+from voxnerf.data.rays import image_rays
 from voxnerf.errors import SceneError, VoxnerfError
-from voxnerf.rays import image_rays
-from voxnerf.video import look_at as camera_looking_at
 from voxnerf_scenes.catalog import get
 from voxnerf_scenes.reference import render_rays
 from voxnerf_scenes.toy import SCENE_RADIUS, ToyScene

@@ -1,6 +1,6 @@
 """Render a toy real capture (`voxnerf_scenes.captures`) and write it in a real-capture format.
 
-`capture_scene(name, ...)` renders it into an in-memory `voxnerf.scene.Scene` (opaque RGB images, cameras,
+`capture_scene(name, ...)` renders it into an in-memory `voxnerf.data.scene.Scene` (opaque RGB images, cameras,
 sparse points with colors) plus ground-truth depth; `make_capture(name, out_dir, fmt)` writes that with
 `voxnerf.data.writers.write_scene` (nerfstudio, LLFF, COLMAP, or blender / neus) and adds beside it:
 
@@ -33,12 +33,13 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from voxnerf.cameras import Cameras
+from voxnerf.data.cameras import Cameras
 from voxnerf.data.common import split_every_nth
+from voxnerf.data.images import to_uint8
+from voxnerf.data.rays import image_rays
+from voxnerf.data.scene import Scene
 from voxnerf.data.writers import WRITERS, write_scene
 from voxnerf.errors import SceneError, VoxnerfError
-from voxnerf.rays import image_rays
-from voxnerf.scene import Scene
 from voxnerf_scenes.captures import ASPECT, Capture, get_capture
 from voxnerf_scenes.make import SAMPLES_PER_RAY, render_object
 from voxnerf_scenes.toy import SCENE_RADIUS
@@ -95,11 +96,6 @@ def z_range(cameras: Cameras, index: int, depth: np.ndarray) -> tuple[float, flo
     _, dirs = image_rays(cameras, index, dtype=torch.float64)
     z = depth.reshape(-1) * (dirs.numpy() @ cameras.forward[index])
     return float(z.min()), float(z.max())
-
-
-def to_uint8(rgb: np.ndarray) -> np.ndarray:
-    """Colors in [0, 1] (any shape) as uint8."""
-    return np.round(rgb * 255).astype(np.uint8)
 
 
 def capture_scene(name: str, n_views: int = 60, width: int = 128, seed: int = 0, n_samples: int = SAMPLES_PER_RAY,

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from voxnerf.cameras import Cameras
-from voxnerf.scene import Scene
+from voxnerf.data.cameras import Cameras
+from voxnerf.data.scene import Scene
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET = np.array([0.1, -0.2, 0.3])

@@ -1,4 +1,4 @@
-"""Freed memory stays in the process (voxnerf.allocator): a training step's large tensors do not fault pages in
+"""Freed memory stays in the process (voxnerf.system.allocator): a training step's large tensors do not fault pages in
 again."""
 
 import os
@@ -10,7 +10,7 @@ import pytest
 
 FAULTS = """
 import resource, torch
-from voxnerf.allocator import keep_freed_memory
+from voxnerf.system.allocator import keep_freed_memory
 
 def faults():
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt

@@ -4,18 +4,17 @@ codes carry each photo's exposure, and views not trained on render with the fixe
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 import voxnerf_scenes as vs
-from voxnerf.config import load_config
 from voxnerf.data import load_scene
-from voxnerf.evaluate import render_view, target_image
-from voxnerf.metrics import psnr
-from voxnerf.trainer import Trainer
+from voxnerf.render.views import render_view, target_image
+from voxnerf.run.config import load_config
+from voxnerf.run.metrics import psnr
+from voxnerf.train.trainer import Trainer
 
 CONFIG = {"levels": [{"until": 0.3, "resolution": 16, "image_scale": 1.0},
                      {"until": 1.0, "resolution": 32, "image_scale": 1.0}],

@@ -18,9 +18,9 @@ import pytest
 import torch
 
 from voxnerf.data import load_scene
+from voxnerf.data.scene import Scene
 from voxnerf.data.writers import write_scene
 from voxnerf.errors import SceneError
-from voxnerf.scene import Scene
 from voxnerf_cli.main import main
 
 SOURCES = {"blender": "pinhole_scene", "llff": "pinhole_scene", "neus": "undistorted_scene"}

@@ -17,9 +17,9 @@ import imageio.v3 as iio
 import pytest
 
 import voxnerf_scenes
-from voxnerf.camera_path import save_camera_path
 from voxnerf.data import load_scene
-from voxnerf.metrics import psnr
+from voxnerf.run.metrics import psnr
+from voxnerf.view.path_file import save_camera_path
 
 N_TEST = 2
 STEPS = 60
@@ -124,6 +124,17 @@ def test_render_makes_paths_of_the_asked_length_and_size(trained, workdir):
     assert result.returncode == 0, result.stderr
     assert iio.imread(run / "renders" / "interpolate.mp4", index=None).shape == (4, 24, 40, 3)
     assert iio.immeta(run / "renders" / "interpolate.mp4")["fps"] == 8
+
+
+def test_render_writes_everything_under_out(trained, workdir):
+    run, _ = trained
+    out = workdir / "shots" / "sphere"
+    result = voxnerf("render", run, "--out", out, "--frames", 2, "--quiet", cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    written = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    assert written == ["orbit.mp4", "test/r_0.png", "test/r_0_depth.png", "test/r_1.png", "test/r_1_depth.png"]
+    assert [p.name for p in out.parent.iterdir()] == ["sphere"]  # nothing beside OUT
+    assert f"video       {out / 'orbit.mp4'}" in result.stdout
 
 
 @pytest.mark.parametrize("command", ["eval", "render", "export"])

@@ -8,11 +8,11 @@ import pytest
 import torch
 from torch import nn
 
-from voxnerf.config import OccupancyConfig
+from voxnerf.data.space import Box, Contract
 from voxnerf.fields.dense import DenseGridConfig
 from voxnerf.fields.voxels import SparseVoxelConfig
-from voxnerf.model import Model
-from voxnerf.space import Box, Contract
+from voxnerf.render.model import Model
+from voxnerf.render.occupancy import OccupancyConfig
 
 
 def tensors_in(obj, path: str = "model", seen: set | None = None):
@@ -58,8 +58,8 @@ def test_the_preset_follows_the_device(general_scene, tmp_path):
     """A plain `voxnerf train` sizes the run for where it trains: the layout's preset on CUDA (2^18 samples per step,
     a grid up to 256^3, fp16 autocast), with configs/cpu.yaml over it on a CPU; for an object scene on a CPU that is
     exactly the lego benchmark's configuration (issue 15: the plain command scores what the benchmark scores)."""
-    from voxnerf.device import amp_dtype_for
-    from voxnerf.session import build_config, default_config
+    from voxnerf.system.device import amp_dtype_for
+    from voxnerf.train.session import build_config, default_config
 
     said = []
     gpu_path, gpu_overlays = default_config(general_scene, tmp_path, False, torch.device("cuda"), said.append)
@@ -71,8 +71,8 @@ def test_the_preset_follows_the_device(general_scene, tmp_path):
     assert cpu_path == gpu_path and [p.name for p in cpu_overlays] == ["cpu.yaml"]
     assert cpu.optim.target_samples <= 2**16 and cpu.levels[-1].resolution == 128 and cpu.max_time > 0
     assert "cpu.yaml" in said[1] and "cpu.yaml" not in said[0]
-    from voxnerf.config import config_to_dict
-    from voxnerf.session import preset_path
+    from voxnerf.run.config import config_to_dict
+    from voxnerf.train.session import preset_path
 
     object_scene = dataclasses.replace(general_scene, masks=None, background=np.ones(3))
     path, overlays = default_config(object_scene, tmp_path, False, torch.device("cpu"))
@@ -105,10 +105,10 @@ def test_a_checkpoint_written_on_the_cpu_resumes_on_another_device_with_nothing_
     """Resume on the meta device (the stand-in for CUDA): the model, the optimizer's moments, the training images
     and cameras all land there. A random stream cannot live on the meta device: the stand-in keeps it on the CPU,
     and a stream saved on another kind of device restarts fresh (CPU and CUDA generator states differ)."""
-    from voxnerf.config import load_config
     from voxnerf.data import load_scene
-    from voxnerf.distributed import World
-    from voxnerf.trainer import Trainer
+    from voxnerf.run.config import load_config
+    from voxnerf.train.distributed import World
+    from voxnerf.train.trainer import Trainer
 
     scene, cfg = load_scene(sphere), load_config(None, [TOY])
     trained_for(Trainer(scene, cfg, tmp_path, torch.device("cpu"), quiet=True), 3)
@@ -116,9 +116,9 @@ def test_a_checkpoint_written_on_the_cpu_resumes_on_another_device_with_nothing_
     monkeypatch.setattr(World, "generator", lambda self, seed, state=None, step=0, device="cpu":
                         generator(self, seed, state, step, "cpu" if str(device) == "meta" else device))
     resumed = Trainer(scene, cfg, tmp_path, torch.device("meta"), resume=True, quiet=True)
-    resumed.sampler.level(1.0)
+    resumed.sampler.at_scale(1.0)
     found = list(tensors_in(resumed, "trainer"))
-    assert any("optimizer.state" in p for p, _ in found) and any("sampler._levels" in p for p, _ in found)
+    assert any("optimizer.state" in p for p, _ in found) and any("sampler._pyramid" in p for p, _ in found)
     left = [p for p, t in found if t.device.type != "meta"]
     assert not left, f"left off the device after resuming: {left}"
     assert resumed.step == 3
@@ -127,9 +127,9 @@ def test_a_checkpoint_written_on_the_cpu_resumes_on_another_device_with_nothing_
 def test_the_loss_scale_of_an_fp16_run_survives_a_resume(sphere, tmp_path, monkeypatch):
     """The GradScaler's scale and growth tracker are in the checkpoint (a resumed fp16 run would otherwise restart
     at scale 65536 and skip steps finding it again). Checked with torch's CPU GradScaler standing in for CUDA's."""
-    from voxnerf import trainer as trainer_module
-    from voxnerf.config import load_config
     from voxnerf.data import load_scene
+    from voxnerf.run.config import load_config
+    from voxnerf.train import trainer as trainer_module
 
     scaler = torch.amp.GradScaler
     monkeypatch.setattr(torch.amp, "GradScaler",

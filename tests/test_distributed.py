@@ -18,8 +18,8 @@ import pytest
 import torch
 
 import voxnerf_scenes
-from voxnerf.distributed import World, compare_fingerprints, parse_fault
 from voxnerf.errors import VoxnerfError
+from voxnerf.train.distributed import World, compare_fingerprints, parse_fault
 
 STEPS = 300
 TINY = ["--quiet", "--device", "cpu",
@@ -41,7 +41,7 @@ def psnr_of(run: Path) -> float:
 
 
 def assert_same_model(a: dict, b: dict) -> None:
-    """Two saved models (voxnerf.model.Model.state) hold bit-identical topology, occupancy and parameters."""
+    """Two saved models (voxnerf.render.model.Model.state) hold bit-identical topology, occupancy and parameters."""
     assert a["field"]["grid_resolution"] == b["field"]["grid_resolution"]
     assert a["estimator"]["resolution"] == b["estimator"]["resolution"]
     for part in (a["field"]["tensors"], a["estimator"]):
@@ -132,7 +132,7 @@ def gradients_on_rank(out: Path) -> int:
     gradient; each rank counts 10 + r samples, rank 0 alone sends its clock and rank 1 alone a stop request (as the
     trainer does). Rank 0 says which rows it read the large table at (as a grid does), rank 1 leaves its gradients
     to be scanned. Saves the reduced gradients, the summed statistics and the collectives run."""
-    from voxnerf.distributed import SPARSE_ROWS, World, world_from_env
+    from voxnerf.train.distributed import SPARSE_ROWS, World, world_from_env
 
     collectives = []
     run = World._run
@@ -160,7 +160,7 @@ def gradients_on_rank(out: Path) -> int:
 
 
 def test_the_gradient_all_reduce_sends_touched_rows_and_gives_the_mean(tmp_path):
-    from voxnerf.distributed import launch_local
+    from voxnerf.train.distributed import launch_local
 
     assert launch_local(2, gradients_on_rank, tmp_path) == 0
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
@@ -184,10 +184,10 @@ def test_the_rows_a_step_reads_cover_every_nonzero_gradient_row(scene_dir, tmp_p
     """The grid rows a training step read under autograd (`Field.recording_reads`: the samples' stencils, the total
     variation's vertex pairs, recomputed chunks under gradient checkpointing) include every row its loss gives a
     nonzero gradient, so ranks that exchange only those rows lose no gradient; and they are the rows exchanged."""
-    from voxnerf.config import load_config
     from voxnerf.data import load_scene
-    from voxnerf.distributed import _nonzero_rows, _touched_mask
-    from voxnerf.trainer import Trainer
+    from voxnerf.run.config import load_config
+    from voxnerf.train.distributed import _nonzero_rows, _touched_mask
+    from voxnerf.train.trainer import Trainer
 
     cfg = load_config(None, [{"levels": [{"until": 1.0, "resolution": 32, "image_scale": 1.0}],
                               "occupancy": {"warmup_steps": 2}, "render": {"checkpoint_chunk": 1000},
@@ -213,7 +213,7 @@ def test_the_rows_a_step_reads_cover_every_nonzero_gradient_row(scene_dir, tmp_p
 
 
 def test_the_touched_mask_is_the_rows_read_when_every_table_with_a_gradient_reports_its_reads():
-    from voxnerf.distributed import _touched_mask
+    from voxnerf.train.distributed import _touched_mask
 
     density, features = torch.zeros(100, requires_grad=True), torch.zeros(100, 4, requires_grad=True)
     density.grad, features.grad = torch.zeros(100), torch.zeros(100, 4)
@@ -231,10 +231,11 @@ def test_the_touched_mask_is_the_rows_read_when_every_table_with_a_gradient_repo
 def test_a_step_of_n_ranks_counts_in_rays_for_the_occupancy_schedule_and_the_learning_rates(scene_dir, tmp_path):
     """N ranks step on N batches: warm-up ends after the same rays, an update decays scores as far as N single
     updates, and the learning rates grow with sqrt(N) (the default rule) or N (`optim.lr_ranks: linear`)."""
-    from voxnerf.config import OccupancyConfig, load_config
     from voxnerf.data import load_scene
-    from voxnerf.strategy import occupancy_for_ranks
-    from voxnerf.trainer import Trainer
+    from voxnerf.render.occupancy import OccupancyConfig
+    from voxnerf.run.config import load_config
+    from voxnerf.train.strategy import occupancy_for_ranks
+    from voxnerf.train.trainer import Trainer
 
     cfg = OccupancyConfig(warmup_steps=101, update_every=16, decay=0.9)
     assert occupancy_for_ranks(cfg, 1) == cfg

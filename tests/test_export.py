@@ -24,21 +24,23 @@ import torch
 from scipy.spatial import cKDTree
 
 import voxnerf_scenes as vs
-from voxnerf.checkpoint import CHECKPOINT, save_atomic
-from voxnerf.config import OccupancyConfig, config_to_dict, load_config
 from voxnerf.data import load_scene
+from voxnerf.data.normalize import space_for
 from voxnerf.errors import VoxnerfError
 from voxnerf.export import export_mesh, export_pointcloud
 from voxnerf.export import mesh as mesh_module
 from voxnerf.export.box import crop_box, parse_bbox
 from voxnerf.export.depth import median_depth, opacity_crossing
-from voxnerf.export.level import auto_level, silhouette_density
-from voxnerf.export.mesh import march_blocks
-from voxnerf.export.view import cube_faces, voxel_mesh
-from voxnerf.model import Model
-from voxnerf.normalize import space_for
-from voxnerf.run import Run, SceneRecord, load_run
-from voxnerf.trainer import Trainer
+from voxnerf.export.iso import auto_iso, silhouette_density
+from voxnerf.export.mesh import field_mesh, march_blocks
+from voxnerf.export.photo import field_colors, mesh_depth_maps, photo_colors, weighted_median
+from voxnerf.render.model import Model
+from voxnerf.render.occupancy import OccupancyConfig
+from voxnerf.run.checkpoint import CHECKPOINT, save_atomic
+from voxnerf.run.config import config_to_dict, load_config
+from voxnerf.run.load import Run, SceneRecord, load_run
+from voxnerf.train.trainer import Trainer
+from voxnerf.view.occupancy import cube_faces, voxel_mesh
 from voxnerf_cli import main as cli_main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,7 +68,7 @@ def analytic_run(scene_root: Path, toy: vs.ToyScene, out: Path, resolution: int 
     cfg = load_config(None, [{"levels": one_level(resolution)}])
     model = Model.build(cfg.field, resolution, space_for(scene, "box"))
     field, grid = model.field, model.field.grid
-    x_world = (grid.layout.slot_vertices().double() * grid.cell_size - 1) / scene.scale + torch.as_tensor(scene.center)
+    x_world = (grid.bricks.slot_vertices().double() * grid.cell_size - 1) / scene.scale + torch.as_tensor(scene.center)
     sigma = thinned * toy.density(x_world) / scene.scale  # float64: raw stays linear in the SDF far outside, no clamp
     raw = torch.log(torch.expm1(sigma / cfg.field.density_scale).clamp_min(1e-300)) - field.activate.shift
     color = toy.color(x_world).float().clamp(1e-3, 1 - 1e-3)
@@ -133,10 +135,10 @@ def test_density_mesh_is_within_a_voxel_of_the_true_surface(run, toy, voxel, tmp
     assert mesh.is_watertight(), "block meshes must weld into closed surfaces"
 
 
-def test_auto_level_keeps_the_toy_mesh_within_a_voxel_of_the_true_surface(run, toy, voxel, tmp_path):
-    chosen = auto_level(run, crop_box(run))
+def test_auto_iso_keeps_the_toy_mesh_within_a_voxel_of_the_true_surface(run, toy, voxel, tmp_path):
+    chosen = auto_iso(run, crop_box(run))
     assert chosen.iou >= 0.95 and chosen.rays > 1000
-    mesh = export_mesh(run, tmp_path / "auto.ply", level=chosen.level)
+    mesh = export_mesh(run, tmp_path / "auto.ply", iso=chosen.iso)
     chamfer, normals = chamfer_and_normals(mesh, toy)
     assert chamfer <= voxel and normals >= 0.9 and mesh.is_watertight()
 
@@ -167,6 +169,55 @@ def test_density_mesh_vertex_colors_are_the_surface_colors(run, toy, tmp_path):
     v = np.asarray(mesh.vertices)
     truth = toy.color(torch.as_tensor(v)).numpy()
     assert np.abs(np.asarray(mesh.vertex_colors) - truth).mean() < 0.05
+
+
+def test_vertex_colors_from_the_photos_are_the_surface_colors(run, toy, tmp_path):
+    mesh = export_mesh(run, tmp_path / "m.ply", colors="photos")
+    truth = toy.color(torch.as_tensor(np.asarray(mesh.vertices))).numpy()
+    assert np.abs(np.asarray(mesh.vertex_colors) - truth).mean() < 0.03
+
+
+def test_a_point_no_photo_sees_keeps_the_field_color_and_a_seen_one_takes_the_photos(run, toy):
+    mesh = field_mesh(run, crop_box(run))
+    ball = np.asarray(mesh.vertices)[np.argmax(np.asarray(mesh.vertices)[:, 2])]  # the top of the highest object
+    inside = np.array([[-0.45, 0.0, 0.0]])  # the ball's center: every view sees its surface in front of it
+    points, normals = np.concatenate([inside, ball[None]]), np.array([[0.0, 0.0, 1.0]] * 2)
+    colors, views = photo_colors(run, points, normals, mesh_depth_maps(mesh, run.training_cameras()))
+    assert views[0] == 0 and views[1] >= 1
+    assert np.array_equal(colors[0], field_colors(run, inside, normals[:1])[0])
+    truth = toy.color(torch.as_tensor(ball[None])).numpy()[0]
+    assert np.abs(colors[1] - truth).max() < 0.1
+
+
+def test_weighted_median_is_each_groups_value_at_half_its_weight():
+    rng = np.random.default_rng(0)
+    groups = rng.integers(0, 50, 2000)
+    values, weights = rng.random((2000, 3)), rng.random(2000) + 0.01
+    medians, has = weighted_median(groups, values, weights, 60)
+    for g in range(60):
+        mine = groups == g
+        assert has[g] == mine.any()
+        for c in range(3):
+            order = np.argsort(values[mine, c])
+            half = np.cumsum(weights[mine][order]) >= 0.5 * weights[mine].sum()
+            expected = values[mine, c][order][np.argmax(half)] if mine.any() else 0.0
+            assert medians[g, c] == pytest.approx(expected, abs=1e-6)
+
+
+def test_weighted_median_ignores_a_bright_outlier_that_a_mean_would_keep():
+    values = np.array([[0.2], [0.21], [0.19], [1.0]])
+    medians, _ = weighted_median(np.zeros(4, np.int64), values, np.array([1.0, 1.0, 1.0, 2.0]), 1)
+    assert medians[0, 0] == pytest.approx(0.21)
+
+
+@pytest.mark.parametrize("smoothing", [{"blur": 1.0}, {"taubin": 10}])
+def test_smoothing_keeps_the_toy_mesh_within_a_voxel_of_the_true_surface(run, toy, voxel, smoothing):
+    plain = field_mesh(run, crop_box(run), blur=0.0, taubin=0)
+    smooth = field_mesh(run, crop_box(run), **{"blur": 0.0, "taubin": 0, **smoothing})
+    assert len(smooth.triangles) > 0.5 * len(plain.triangles)
+    assert distance_to_surface(toy, np.asarray(smooth.vertices)).max() <= voxel
+    chamfer, normals = chamfer_and_normals(smooth, toy)
+    assert chamfer <= chamfer_and_normals(plain, toy)[0] + 0.1 * voxel and normals >= 0.95
 
 
 def glb_positions(path: Path) -> dict:
@@ -293,23 +344,23 @@ def cli(*args, drop_env: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
                           cwd=REPO, timeout=120, env=env)
 
 
-def test_export_cli_writes_files_into_new_folders_at_the_automatic_level_by_default(run_dir, tmp_path):
+def test_export_cli_writes_files_into_new_folders_at_the_automatic_iso_value_by_default(run_dir, tmp_path):
     mesh, points = tmp_path / "new" / "m.ply", tmp_path / "new" / "deeper" / "p.ply"
     r = cli("export", run_dir, "--mesh", mesh, "--pointcloud", points, "--num-points", "3000", "--device", "cpu",
             "--threads", "1")
     assert r.returncode == 0, r.stderr
     assert mesh.stat().st_size > 0 and points.stat().st_size > 0
-    assert re.search(r"level auto: [0-9.]+ \(silhouette IoU (0\.9[5-9]|1\.0)", r.stdout), r.stdout
+    assert re.search(r"iso auto: [0-9.]+ \(silhouette IoU (0\.9[5-9]|1\.0)", r.stdout), r.stdout
     for text in (f"wrote {mesh}", "vertices", "faces", "points", "world bounds"):
         assert text in r.stdout
 
 
-def test_a_run_no_level_matches_is_refused_by_the_automatic_level_and_nothing_is_written(scene_root, toy,
+def test_a_run_no_iso_value_matches_is_refused_by_the_automatic_iso_and_nothing_is_written(scene_root, toy,
                                                                                           tmp_path):
     fog = analytic_run(scene_root, toy, tmp_path / "fog", thinned=1e-4)
     r = cli("export", fog, "--mesh", tmp_path / "m.ply", "--device", "cpu")
     assert r.returncode == 2
-    assert r.stderr.strip().splitlines()[-1].startswith("voxnerf: error: --level auto: no iso level")
+    assert r.stderr.strip().splitlines()[-1].startswith("voxnerf: error: --iso auto: no iso value")
     assert "best IoU 0.000 < 0.5" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "m.ply").exists()
 
@@ -357,7 +408,7 @@ def test_every_export_runs_on_a_briefly_trained_run(scene_root, tmp_path):
     }])
     Trainer(load_scene(scene_root), cfg, tmp_path / "run", torch.device("cpu"), quiet=True).train()
     trained = load_run(tmp_path / "run")
-    assert len(export_mesh(trained, tmp_path / "m.ply", level=0.3).triangles) > 0
+    assert len(export_mesh(trained, tmp_path / "m.ply", iso=0.3).triangles) > 0
     assert len(export_mesh(trained, tmp_path / "t.ply", method="tsdf", min_component=0.0).triangles) > 0
     for source in ("grid", "depth"):
         assert len(export_pointcloud(trained, tmp_path / f"{source}.ply", source=source, count=1000).points) > 0

@@ -9,15 +9,15 @@ import torch
 import torch.nn.functional as F
 
 import voxnerf_scenes as vs
-from voxnerf.config import load_config
 from voxnerf.data import load_scene
 from voxnerf.errors import VoxnerfError
 from voxnerf.export import export_mesh
 from voxnerf.fields import FIELDS
 from voxnerf.fields.decoder import SIZES_PER_OCTAVE, ColorDecoder, GridFieldConfig, bucketed_rows
 from voxnerf.fields.dense import DenseGridField
-from voxnerf.run import load_run
-from voxnerf.trainer import Trainer
+from voxnerf.run.config import load_config
+from voxnerf.run.load import load_run
+from voxnerf.train.trainer import Trainer
 
 DENSE = {
     "field": {"kind": "dense_grid", "vertices": 33},
@@ -60,7 +60,7 @@ def test_a_dense_grid_field_trains_on_the_toy_sphere(dense_run):
 
 def test_a_dense_grid_field_exports_a_mesh_of_the_sphere(dense_run, tmp_path):
     run = load_run(dense_run[0])
-    mesh = export_mesh(run, tmp_path / "dense.ply", level=0.3, hidden=True)
+    mesh = export_mesh(run, tmp_path / "dense.ply", iso=0.3, hidden=True)
     vertices = np.asarray(mesh.vertices)
     assert len(mesh.triangles) > 100
     distance = vs.get("sphere").sdf(torch.as_tensor(vertices)).abs()

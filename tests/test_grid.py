@@ -5,15 +5,15 @@ import torch
 import torch.nn.functional as F
 
 import voxnerf_scenes as vs
-from voxnerf.config import Level, OccupancyConfig
+from voxnerf.data.space import Box
+from voxnerf.fields.interpolate import weighted_row_sum
+from voxnerf.fields.sparse_grid import BRICK_VOLUME, BrickIndex, SparseVoxelGrid
+from voxnerf.fields.topology import change_topology
 from voxnerf.fields.voxels import ROW_PARAMETERS, SparseVoxelConfig, SparseVoxelField
-from voxnerf.interpolate import weighted_row_sum
-from voxnerf.model import Model
-from voxnerf.occupancy import OccupancyGrid
-from voxnerf.space import Box
-from voxnerf.sparse_grid import BRICK_VOLUME, BrickIndex, SparseVoxelGrid
-from voxnerf.strategy import TopologyStrategy
-from voxnerf.topology import change_topology
+from voxnerf.render.model import Model
+from voxnerf.render.occupancy import OccupancyConfig, OccupancyGrid
+from voxnerf.run.config import Level
+from voxnerf.train.strategy import TopologyStrategy
 
 
 def random_grid(resolution=16, channels=3, seed=0) -> SparseVoxelGrid:
@@ -28,7 +28,7 @@ def dense_volume(grid: SparseVoxelGrid, table: torch.Tensor) -> torch.Tensor:
     """(C, R+1, R+1, R+1) vertex values of a fully allocated grid, for torch's own trilinear sampler."""
     r = grid.resolution
     v = torch.stack(torch.meshgrid(*[torch.arange(r + 1)] * 3, indexing="ij"), -1).reshape(-1, 3)
-    values = table.detach()[grid.layout.vertex_slots(v)]
+    values = table.detach()[grid.bricks.vertex_slots(v)]
     return values.reshape(r + 1, r + 1, r + 1, -1).permute(3, 0, 1, 2)
 
 
@@ -63,7 +63,7 @@ def test_interpolation_gradients_match_plain_autograd():
 
 def test_missing_bricks_contribute_nothing():
     grid = random_grid(16)
-    keep = grid.layout.slot_vertices()[:, 0] < 4  # cells with x index < 4: only brick 0 stays along x
+    keep = grid.bricks.slot_vertices()[:, 0] < 4  # cells with x index < 4: only brick 0 stays along x
     grid.prune(keep)
     far_side = torch.tensor([[0.9, 0.0, 0.0]])
     rows, w = grid.stencil(far_side)
@@ -86,7 +86,7 @@ def sphere_model(resolution: int) -> Model:
     estimator at the same resolution."""
     field = SparseVoxelField(SparseVoxelConfig(feature_dim=3), resolution, Box())
     grid = field.grid
-    x = grid.layout.slot_vertices().float() / resolution * 2 - 1
+    x = grid.bricks.slot_vertices().float() / resolution * 2 - 1
     sigma = vs.get("sphere").density(x).clamp_min(1e-6)
     raw = torch.log(torch.expm1(sigma / field.cfg.density_scale).clamp_min(1e-30)) - field.activate.shift
     with torch.no_grad():
@@ -119,7 +119,7 @@ def test_memory_grows_with_occupied_volume_not_resolution_cubed():
     rows = []
     for _ in range(3):  # 32 -> 64 -> 128 -> 256
         # keep only the shell: cells near the sphere's surface
-        x = grid.layout.slot_vertices().float() / grid.resolution * 2 - 1
+        x = grid.bricks.slot_vertices().float() / grid.resolution * 2 - 1
         shell = vs.get("sphere").sdf(x + grid.cell_size / 2).abs() < 2 * grid.cell_size
         kept = grid.prune(shell)
         grid.subdivide(kept.inherit(shell))
@@ -131,10 +131,10 @@ def test_memory_grows_with_occupied_volume_not_resolution_cubed():
 
 def test_brick_index_reaches_1024_cubed_in_megabytes():
     coords = torch.tensor([[0, 0, 0], [64, 64, 64], [128, 128, 128]])
-    layout = BrickIndex(1024, coords)
-    assert layout.index.numel() * layout.index.element_size() < 10 * 2**20
+    bricks = BrickIndex(1024, coords)
+    assert bricks.index.numel() * bricks.index.element_size() < 10 * 2**20
     v = torch.tensor([[513, 515, 519], [1024, 1024, 1024], [8, 0, 0]])
-    slots = layout.vertex_slots(v)
+    slots = bricks.vertex_slots(v)
     assert slots.tolist() == [1 * BRICK_VOLUME + (1 * 8 + 3) * 8 + 7, 2 * BRICK_VOLUME, -1]
 
 

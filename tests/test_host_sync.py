@@ -15,9 +15,9 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import voxnerf_scenes as vs
-from voxnerf.config import load_config
 from voxnerf.data import load_scene
-from voxnerf.trainer import Trainer
+from voxnerf.run.config import load_config
+from voxnerf.train.trainer import Trainer
 
 SYNC_BUDGET = 8  # host syncs per training step (nerfacc + Instant-NGP: one or two)
 

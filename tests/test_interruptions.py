@@ -16,8 +16,8 @@ import pytest
 import torch
 
 import voxnerf_scenes
-from voxnerf.checkpoint import CHECKPOINT
-from voxnerf.run_folder import LOCK
+from voxnerf.run.checkpoint import CHECKPOINT
+from voxnerf.run.folder import LOCK
 
 TINY = ["--device", "cpu", "--threads", "1", "--quiet", "--config", "blender",
         "--set", "levels=[{until: 1.0, resolution: 16, image_scale: 1.0}]", "--set", "optim.target_samples=4096",

@@ -11,10 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 import voxnerf_scenes
-from voxnerf.cameras import Cameras
 from voxnerf.data import load_scene
-from voxnerf.layout import axis_spread, convergence_depth, detect_layout
-from voxnerf.scene import Scene
+from voxnerf.data.cameras import Cameras
+from voxnerf.data.layout import axis_spread, convergence_depth, detect_layout
+from voxnerf.data.scene import Scene
 from voxnerf_cli.main import app
 from voxnerf_scenes.make import look_at
 

@@ -11,11 +11,10 @@ import torch
 
 from voxnerf.data import colmap, detect_format, load_scene, neus
 from voxnerf.data.common import split_every_nth
+from voxnerf.data.normalize import space_for
+from voxnerf.data.rays import image_rays
+from voxnerf.data.scene import SPLITS
 from voxnerf.data.writers import write_scene
-from voxnerf.errors import SceneError
-from voxnerf.normalize import space_for
-from voxnerf.rays import image_rays
-from voxnerf.scene import SPLITS
 
 TOL = 1e-5
 # (format, writer options, source fixture): each format gets the most general scene it can hold.

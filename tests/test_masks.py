@@ -8,16 +8,16 @@ import dataclasses
 import numpy as np
 import torch
 
-from voxnerf.ray_sampler import RaySampler
-from voxnerf.space import Space
-from voxnerf.session import preset_for
+from voxnerf.data.space import Space
+from voxnerf.train.ray_sampler import RaySampler
+from voxnerf.train.session import preset_for
 
 
 def test_masked_pixels_are_replaced_by_the_random_background(general_scene):
     scene = general_scene
     sampler = RaySampler(scene, scene.split_indices("train"), torch.device("cpu"), Space())
     batch = sampler.sample(4096, 1.0, torch.Generator().manual_seed(0))
-    images, _ = sampler.level(1.0)
+    images, _ = sampler.at_scale(1.0)
     alpha = images[..., 3].reshape(-1)
     assert set(alpha.unique().tolist()) == {0, 255}  # the masks became the alpha channel
     background = (batch["target"] - batch["background"]).abs().amax(-1) < 1e-6

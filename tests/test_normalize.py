@@ -9,9 +9,9 @@ import torch
 
 import voxnerf_scenes
 from voxnerf.data import load_scene
-from voxnerf.normalize import CAMERA_MARGIN, NEAR_MARGIN, space_for
-from voxnerf.rays import image_rays
-from voxnerf.session import preset_for
+from voxnerf.data.normalize import CAMERA_MARGIN, NEAR_MARGIN, space_for
+from voxnerf.data.rays import image_rays
+from voxnerf.train.session import preset_for
 
 SMALL = {"n_views": 16, "width": 24, "n_samples": 32, "n_points": 600}
 OBJECT_RADIUS = 1.0  # world: every object of the toy captures lies inside this ball, the backgrounds beyond 5
@@ -32,8 +32,8 @@ def captures(tmp_path_factory):
                                                (("forward", "colmap"), "llff", "ndc"),
                                                (("forward", "llff"), "llff", "ndc")])
 def test_each_capture_gets_the_preset_and_space_of_its_layout(captures, key, preset, kind):
-    from voxnerf.config import load_config
-    from voxnerf.session import preset_path
+    from voxnerf.run.config import load_config
+    from voxnerf.train.session import preset_path
 
     name, _, _ = preset_for(captures[key])
     assert name == preset

@@ -1,14 +1,12 @@
 """The occupancy estimator: its statistic, its floor, its refinement, and that it needs no particular field."""
 
 import torch
-
-from voxnerf.config import OccupancyConfig
-from voxnerf.fields.dense import DenseGridConfig, DenseGridField
-from voxnerf.occupancy import OccupancyGrid
-from voxnerf.space import Box
-from voxnerf.sparse_grid import CORNERS
-
 from test_grid import sphere_model, strategy
+
+from voxnerf.data.space import Box
+from voxnerf.fields.dense import DenseGridConfig, DenseGridField
+from voxnerf.fields.sparse_grid import CORNERS
+from voxnerf.render.occupancy import OccupancyConfig, OccupancyGrid
 
 
 def test_occupancy_never_prunes_the_grid_empty():
@@ -17,7 +15,7 @@ def test_occupancy_never_prunes_the_grid_empty():
     with torch.no_grad():
         model.field.grid.density.fill_(-30.0)  # nothing anywhere reaches the threshold
     strat.update_occupancy(model)
-    real = int(model.estimator.layout.real_cells().sum())
+    real = int(model.estimator.bricks.real_cells().sum())
     assert int(model.estimator.occupied.sum()) >= strat.occupancy.min_fraction * real > 0
 
 
@@ -30,11 +28,11 @@ def test_cell_density_is_the_largest_interpolated_density_in_the_cell_after_ever
         strategy().update_occupancy(model)
         field.refine(resolution, occupancy.is_occupied, None)
         occupancy.refine(resolution)
-        layout = occupancy.layout
-        cells = torch.nonzero(layout.real_cells()).squeeze(-1)
-        corners = layout.slot_vertices()[cells].unsqueeze(1) + CORNERS
-        complete = (layout.vertex_slots(corners) >= 0).all(-1)  # cells with a missing corner brick differ
-        near_corners = layout.slot_vertices()[cells][complete].unsqueeze(1) + CORNERS * 0.998 + 0.001
+        bricks = occupancy.bricks
+        cells = torch.nonzero(bricks.real_cells()).squeeze(-1)
+        corners = bricks.slot_vertices()[cells].unsqueeze(1) + CORNERS
+        complete = (bricks.vertex_slots(corners) >= 0).all(-1)  # cells with a missing corner brick differ
+        near_corners = bricks.slot_vertices()[cells][complete].unsqueeze(1) + CORNERS * 0.998 + 0.001
         x = near_corners.reshape(-1, 3) * occupancy.cell_size - 1  # points just inside each corner
         with torch.no_grad():
             sampled = field.density_at(x).view(-1, 8).amax(-1)
@@ -68,7 +66,7 @@ def test_shares_of_an_update_combined_by_max_give_the_update_of_one_process():
 
 def test_refinement_keeps_the_occupied_cells_and_their_children_only():
     occupancy = OccupancyGrid(16, Box())
-    centers = occupancy.layout.cell_centers()
+    centers = occupancy.bricks.cell_centers()
     occupancy.set_occupied(centers.norm(dim=-1) < 0.5)
     before = occupancy.occupied_cells()
     occupancy.refine(32)

@@ -13,15 +13,15 @@ import pytest
 import torch
 
 import voxnerf_scenes as vs
-from voxnerf.cameras import Cameras
-from voxnerf.config import load_config
 from voxnerf.data import load_scene
+from voxnerf.data.cameras import Cameras
 from voxnerf.errors import VoxnerfError
-from voxnerf.frames import frame_indices
-from voxnerf.process import process_capture
-from voxnerf.session import preset_path
-from voxnerf.sfm import SfmOptions
-from voxnerf.trainer import Trainer
+from voxnerf.process.capture import process_capture
+from voxnerf.process.frames import frame_indices
+from voxnerf.process.sfm import SfmOptions
+from voxnerf.run.config import load_config
+from voxnerf.train.session import preset_path
+from voxnerf.train.trainer import Trainer
 
 REPO = Path(__file__).resolve().parents[1]
 VIEWS, WIDTH = 24, 160  # 160 x 120 pixels: SIFT finds ~300 features per view on the speckles

@@ -7,9 +7,9 @@ import sys
 
 import numpy as np
 
-from voxnerf import metrics
-from voxnerf.evaluate import score_views
-from voxnerf.progress import PlainProgress, progress_bar
+from voxnerf.run import metrics
+from voxnerf.run.scores import score_views
+from voxnerf.train.progress import PlainProgress, progress_bar
 
 
 class Clock:

@@ -11,8 +11,8 @@ import torch
 
 import voxnerf_scenes
 from voxnerf.data import load_scene
+from voxnerf.data.rays import image_rays
 from voxnerf.errors import VoxnerfError
-from voxnerf.rays import image_rays
 from voxnerf_scenes.backgrounds import Shell
 from voxnerf_scenes.make_capture import render_capture_view
 

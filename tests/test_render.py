@@ -4,13 +4,12 @@ import math
 
 import pytest
 import torch
+from test_grid import sphere_model, strategy
 
 import voxnerf_scenes as vs
-from voxnerf.renderer import RenderConfig, render_rays, sigma_fn
-from voxnerf.space import ray_box
-from voxnerf.volrend import distortion, exclusive_segment_cumsum, render_weights
-
-from test_grid import sphere_model, strategy
+from voxnerf.data.space import ray_box
+from voxnerf.render.renderer import RenderConfig, render_rays, sigma_fn
+from voxnerf.render.volrend import distortion, exclusive_segment_cumsum, render_weights
 
 EXACT = RenderConfig(alpha_min=0.0, transmittance_min=0.0, color_weight_min=0.0)
 

@@ -6,8 +6,8 @@ import dataclasses
 
 import numpy as np
 
-from voxnerf.normalize import space_for
-from voxnerf.run import SceneRecord
+from voxnerf.data.normalize import space_for
+from voxnerf.run.load import SceneRecord
 
 
 def test_scene_record_round_trips_through_plain_values(general_scene):

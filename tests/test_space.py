@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 import torch
 
-from voxnerf.cameras import Cameras
+from voxnerf.data.cameras import Cameras
+from voxnerf.data.normalize import contract_space, ndc_space
+from voxnerf.data.space import Box, Contract, Space, contract, uncontract
 from voxnerf.fields.voxels import SparseVoxelConfig, SparseVoxelField
-from voxnerf.model import Model
-from voxnerf.normalize import contract_space, ndc_space
-from voxnerf.occupancy import OccupancyGrid
-from voxnerf.renderer import RenderConfig, render_rays
-from voxnerf.space import Box, Contract, Space, contract, uncontract
+from voxnerf.render.model import Model
+from voxnerf.render.occupancy import OccupancyGrid
+from voxnerf.render.renderer import RenderConfig, render_rays
 
 SHELL = (3.0, float("inf"))  # unit-box radii of the test fields' background (a sharp outer edge would need
 SHELL_SIGMA = 0.01  # a fine grid out there); its density: a ray through it to distance 100 keeps ~38% of its light
@@ -112,7 +112,7 @@ def ball_model(space: Space, resolution: int = 64) -> Model:
     unit-box radii SHELL (a far shell), zero elsewhere, set at the vertices of a dense grid in `space`."""
     field = SparseVoxelField(SparseVoxelConfig(feature_dim=4), resolution, space)
     grid = field.grid
-    g = grid.layout.slot_vertices().double() * grid.cell_size - 1
+    g = grid.bricks.slot_vertices().double() * grid.cell_size - 1
     r = space.from_grid(g).norm(dim=-1)
     sigma = torch.where(r < 0.5, 20.0, torch.where((r > SHELL[0]) & (r < SHELL[1]), SHELL_SIGMA, 1e-6)).float()
     with torch.no_grad():
@@ -167,8 +167,8 @@ def test_a_fresh_contracted_field_starts_equally_transparent_per_step_everywhere
     field = SparseVoxelField(SparseVoxelConfig(feature_dim=4), 32, space)
     occupancy = OccupancyGrid(32, space)
     grid = field.grid
-    stretch = space.world_step_scale(grid.layout.cell_centers())
+    stretch = space.world_step_scale(grid.bricks.cell_centers())
     alpha = -torch.expm1(-occupancy.cell_density(field.density_at) * grid.cell_size * stretch)
-    real = grid.layout.real_cells() & (stretch < 500)  # the outermost cells keep a learnable density
+    real = grid.bricks.real_cells() & (stretch < 500)  # the outermost cells keep a learnable density
     assert alpha[real].max() < 2 * alpha[real].min()
     assert alpha[real].max() < 0.01  # below the presets' occupancy threshold: untouched space gets pruned

@@ -13,10 +13,10 @@ import torch
 from typer.testing import CliRunner
 
 import voxnerf_scenes
-from voxnerf.cameras import focal_from_fov
 from voxnerf.data import load_scene
+from voxnerf.data.cameras import focal_from_fov
+from voxnerf.data.rays import image_rays
 from voxnerf.errors import VoxnerfError
-from voxnerf.rays import image_rays
 from voxnerf_cli.main import app
 from voxnerf_scenes.colors import FACE_PALETTE
 

@@ -13,10 +13,10 @@ import torch
 from scipy.ndimage import binary_fill_holes
 
 import voxnerf_scenes as vs
-from voxnerf.config import load_config
 from voxnerf.data import load_scene
-from voxnerf.run import load_run
-from voxnerf.trainer import Trainer
+from voxnerf.run.config import load_config
+from voxnerf.run.load import load_run
+from voxnerf.train.trainer import Trainer
 
 TOY_CONFIG = {
     "levels": [

@@ -1,18 +1,16 @@
-"""Configuration ranges in one place, the run folder's lock, and the training thread count."""
+"""Configuration ranges in one place, and the run folder's lock."""
 
 from __future__ import annotations
 
 import math
 
 import pytest
-import torch
 
-from voxnerf.config import RANGES, config_to_dict, load_config, numeric_options
 from voxnerf.errors import VoxnerfError
 from voxnerf.fields import FIELDS
-from voxnerf.run_folder import RunLock, RunLocked
-from voxnerf.session import preset_path
-from voxnerf.threads import ThreadBudget, free_cores
+from voxnerf.run.config import RANGES, config_to_dict, load_config, numeric_options
+from voxnerf.run.folder import RunLock, RunLocked
+from voxnerf.train.session import preset_path
 
 
 @pytest.mark.parametrize("kind", sorted(FIELDS))
@@ -71,18 +69,3 @@ def test_a_held_run_folder_refuses_a_second_writer_and_is_free_once_released(tmp
     with RunLock(tmp_path / "run", notes.append):
         pass
     assert notes == []  # a cleanly released lock is not a stale one
-
-
-def test_threads_follow_the_cores_other_processes_leave_free():
-    assert [free_cores(busy, 2) for busy in (0.0, 0.2, 0.5, 1.0, 1.9)] == [2, 2, 1, 1, 1]
-    assert [free_cores(busy, 8) for busy in (0.0, 2.2, 7.9)] == [8, 6, 1]
-
-
-def test_a_fixed_thread_count_is_kept():
-    before = torch.get_num_threads()
-    try:
-        budget = ThreadBudget(1)
-        budget.adjust()
-        assert torch.get_num_threads() == 1
-    finally:
-        torch.set_num_threads(before)

@@ -7,10 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from voxnerf.camera_path import load_camera_path, save_camera_path
+from voxnerf.data.normalize import mean_pose
 from voxnerf.errors import SceneError
-from voxnerf.normalize import mean_pose
-from voxnerf.video import depth_image, interpolate_cameras, orbit_cameras, resized, spiral_cameras, sweep_cameras
+from voxnerf.view.path_file import load_camera_path, save_camera_path
+from voxnerf.view.paths import interpolate_cameras, orbit_cameras, resized, spiral_cameras, sweep_cameras
+from voxnerf.view.video import depth_image
 
 
 def test_orbit_circles_the_center_at_the_cameras_distance_and_elevation_looking_at_it(make_scene):

@@ -22,14 +22,16 @@ import torch
 import viser.transforms as vtf
 
 import voxnerf_scenes
-from voxnerf.cameras import Cameras, opengl_to_opencv
-from voxnerf.keyframes import Keyframe, interpolate, write_camera_path
-from voxnerf.metrics import psnr
-from voxnerf.run import load_run
-from voxnerf.session import prepare
-from voxnerf.trainer import Trainer
-from voxnerf.video import look_at, world_up
-from voxnerf.viewer import TrainingViewer, Viewer, browser_camera, start_position, vertical_fov
+from voxnerf.data.cameras import Cameras, look_at, opengl_to_opencv
+from voxnerf.data.common import bounds_from_cameras, bounds_from_frustums
+from voxnerf.run.load import load_run
+from voxnerf.run.metrics import psnr
+from voxnerf.train.session import prepare
+from voxnerf.train.trainer import Trainer
+from voxnerf.view.keyframes import Keyframe, interpolate, write_camera_path
+from voxnerf.view.paths import world_up
+from voxnerf.view.viewer import (TrainingViewer, Viewer, browser_camera, frustum_depth, frustum_points, start_position,
+                                 vertical_fov)
 
 SETS = ["levels=[{until: 1.0, resolution: 32, image_scale: 1.0}]", "optim.target_samples=16384", "log_every=10"]
 TINY = ["--threads", "1", "--quiet", *[a for s in SETS for a in ("--set", s)]]
@@ -118,26 +120,104 @@ def test_viewer_of_a_training_shows_its_progress(scene_dir: Path, tmp_path: Path
     assert len(points.points) > 0
 
 
+def cameras_looking(eyes: np.ndarray, targets: np.ndarray, width: int, height: int) -> Cameras:
+    """Pinhole cameras at `eyes` (N, 3) looking at `targets` (N, 3), +z up, with a 40 degree vertical field of view."""
+    fy = 0.5 * height / np.tan(np.radians(20.0))
+    c2w = np.stack([look_at(e, t, np.array([0.0, 0.0, 1.0])) for e, t in zip(eyes, targets)])
+    n = len(c2w)
+    return Cameras(c2w, np.tile([fy, fy, width / 2, height / 2], (n, 1)), np.tile([width, height], (n, 1)),
+                   np.zeros((n, 4)))
+
+
+def around(azimuth: np.ndarray, elevation: np.ndarray, distance: float) -> np.ndarray:
+    """(N, 3) points at `distance` from the origin in the directions (radians) `azimuth` and `elevation` (N,)."""
+    return distance * np.stack([np.cos(elevation) * np.cos(azimuth), np.cos(elevation) * np.sin(azimuth),
+                                np.sin(elevation)], -1)
+
+
+def layout(name: str) -> tuple[Cameras, np.ndarray]:
+    """Training cameras and scene box (2, 3) of a capture laid out as `name`: "object" (100 cameras over the upper
+    hemisphere, as in NeRF-Synthetic), "ring" (60 cameras around an object at 20 degrees elevation, as the
+    ethiopianHead capture), "unbounded" (48 cameras around, inside a box of sparse points twice as wide as their
+    ring) or "forward" (a 4 x 5 grid of parallel cameras, as an LLFF capture)."""
+    rng = np.random.default_rng(0)
+    if name == "forward":
+        eyes = np.stack(np.meshgrid(np.linspace(-0.3, 0.3, 5), [0.0], np.linspace(-0.2, 0.2, 4)), -1).reshape(-1, 3)
+        cameras = cameras_looking(eyes, eyes + [0.0, 1.0, 0.0], 504, 378)
+        return cameras, bounds_from_frustums(cameras, 2.0, 20.0)
+    if name == "object":
+        eyes = around(rng.uniform(0, 2 * np.pi, 100), np.arcsin(rng.uniform(0.05, 1.0, 100)), 4.0)
+    else:
+        n = 60 if name == "ring" else 48
+        eyes = around(np.linspace(0, 2 * np.pi, n, endpoint=False), np.full(n, np.radians(20.0)), 4.0)
+    cameras = cameras_looking(eyes, np.zeros_like(eyes), 400, 400)
+    return cameras, bounds_from_cameras(cameras)[0] * (4.0 if name == "unbounded" else 1.0)
+
+
+def frustum_samples(cameras: Cameras, depth: float, rng: np.random.Generator, per_frustum: int = 400) -> np.ndarray:
+    """(N * per_frustum, 3) points filling the drawn frusta (`depth` deep): their hulls' corners and random convex
+    combinations of them."""
+    hulls = frustum_points(cameras, depth)
+    weights = np.concatenate([np.eye(hulls.shape[1]), rng.dirichlet(np.ones(hulls.shape[1]), per_frustum)])
+    return np.einsum("kh,nhi->nki", weights, hulls).reshape(-1, 3)
+
+
+def shown_nearer_than(c2w: np.ndarray, fov: float, aspect: float, target: np.ndarray, points: np.ndarray) -> int:
+    """How many `points` (M, 3) a camera at pose `c2w` (3, 4) with vertical field of view `fov` (radians) and
+    image aspect `aspect` shows nearer (in depth) than `target` (3,)."""
+    x, y, z = ((points - c2w[:, 3]) @ c2w[:, :3]).T
+    half = np.tan(0.5 * fov)
+    in_view = (np.abs(x) < z * half * aspect) & (np.abs(y) < z * half)
+    return int(np.sum(in_view & (z > 0) & (z < (target - c2w[:, 3]) @ c2w[:, 2])))
+
+
+@pytest.mark.parametrize("name", ["object", "ring", "unbounded", "forward"])
+def test_no_training_frustum_shows_between_the_start_camera_and_the_scene_center(name: str):
+    cameras, bbox = layout(name)
+    center = bbox.mean(0)
+    start = look_at(start_position(cameras, bbox), center, world_up(cameras))
+    points = frustum_samples(cameras, frustum_depth(cameras, center), np.random.default_rng(1))
+    for aspect in (4 / 3, 16 / 9):  # browser windows
+        assert shown_nearer_than(start, float(vertical_fov(cameras)[0]), aspect, center, points) == 0
+    assert np.linalg.norm(start[:, 3] - center) < np.linalg.norm(cameras.centers - center, axis=1).min()
+
+
+def test_camera_images_show_only_while_their_box_is_ticked(run_dir: Path):
+    run = load_run(run_dir)
+    cameras = run.training_cameras()
+    images = [np.full((8, 8, 3), 10 * i, np.uint8) for i in range(len(cameras))]
+    viewer = Viewer(run, cameras, images, port=0, say=lambda _: None)
+    try:
+        first = [f.image for f in viewer.frusta]
+        viewer.images_box.value = True
+        ticked = [f.image for f in viewer.frusta]
+        viewer.images_box.value = False
+        unticked = [f.image for f in viewer.frusta]
+    finally:
+        viewer.close()
+    assert all(image is None for image in first + unticked)
+    assert all(image is shown for image, shown in zip(ticked, images))
+
+
+def start_camera(run_dir: Path, width: int, height: int) -> Cameras:
+    """The viewer's first view of the run as a width x height pinhole camera."""
+    run = load_run(run_dir)
+    cameras = run.training_cameras()
+    center = run.record.bbox.mean(0)
+    fy = 0.5 * height / np.tan(0.5 * vertical_fov(cameras)[0])
+    return Cameras(look_at(start_position(cameras, run.record.bbox), center, world_up(cameras))[None],
+                   [[fy, fy, width / 2, height / 2]], [[width, height]], np.zeros((1, 4)))
+
+
 def center_patch(image: np.ndarray, half: int) -> np.ndarray:
     """(3,) mean color in [0, 1] of the (2 half)^2 pixels at the image center."""
     h, w = image.shape[:2]
     return image[h // 2 - half:h // 2 + half, w // 2 - half:w // 2 + half, :3].reshape(-1, 3).mean(0) / 255
 
 
-def expected_center(run_dir: Path) -> np.ndarray:
-    """(3,) the color the run renders at the center of the viewer's first view."""
-    run = load_run(run_dir)
-    cameras = run.training_cameras()
-    center = run.record.bbox.mean(0)
-    eye = start_position(cameras, center)
-    fy = 0.5 * 64 / np.tan(0.5 * vertical_fov(cameras)[0])
-    start = Cameras(look_at(eye, center, world_up(cameras))[None], [[fy, fy, 32, 32]], [[64, 64]], np.zeros((1, 4)))
-    return run.render_view(start, 0).rgb[30:34, 30:34].reshape(-1, 3).mean(0)
-
-
-def browser_center(url: str, expected: np.ndarray, out: Path, tries: int = 10) -> np.ndarray:
-    """Open `url` in headless Chromium (800x600) and return the center patch color (3,) of its screenshot (kept in
-    `out`), taken every 1.5 s until it is within 0.1 of `expected` (3,) or after `tries` screenshots."""
+def browser_screenshot(url: str, expected: np.ndarray, out: Path, tries: int = 10) -> np.ndarray:
+    """Open `url` in headless Chromium (WINDOW) and return its screenshot (H, W, 3) uint8 (kept in `out`), taken
+    every 1.5 s until its center patch is within 0.1 of `expected` (3,) (the refined frame) or after `tries`."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
@@ -148,30 +228,33 @@ def browser_center(url: str, expected: np.ndarray, out: Path, tries: int = 10) -
         for _ in range(tries):
             page.wait_for_timeout(1500)
             page.screenshot(path=str(out))
-            seen = center_patch(iio.imread(out), 8)
-            if np.abs(seen - expected).max() < 0.1:
+            seen = iio.imread(out)[:, :, :3]
+            if np.abs(center_patch(seen, 8) - expected).max() < 0.1:
                 break
         browser.close()
     return seen
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="headless browser test needs Chromium (Debian: apt-get install chromium)")
-def test_browser_page_shows_the_rendered_field(run_dir: Path, tmp_path: Path):
+def test_browser_first_view_shows_the_field_large_and_unobstructed(run_dir: Path, tmp_path: Path):
     pytest.importorskip("playwright", reason="the browser test drives Chromium with playwright (the dev extra)")
-    server = subprocess.Popen([sys.executable, "-m", "voxnerf", "viewer", run_dir, "--port", "0", "--threads", "1",
-                               "--no-camera-images"],  # a camera's image must not pass for the rendered field
+    server = subprocess.Popen([sys.executable, "-m", "voxnerf", "viewer", run_dir, "--port", "0", "--threads", "1"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    expected = expected_center(run_dir)
+    run = load_run(run_dir)
+    expected = run.render_view(start_camera(run_dir, 64, 64), 0).rgb[30:34, 30:34].reshape(-1, 3).mean(0)
     try:
         url = next(line.split()[1] for line in server.stdout if line.startswith("viewer "))
-        seen = browser_center(url, expected, tmp_path / "page.png")
+        seen = browser_screenshot(url, expected, tmp_path / "page.png")
     finally:
         server.send_signal(signal.SIGTERM)  # as Ctrl-C; SIGINT is ignored where pytest runs in the background
         code = server.wait(timeout=60)
     assert code == 0, server.stderr.read()
     blank = [np.zeros(3), np.ones(3)]  # an empty canvas, the scene's background
     assert min(np.abs(expected - b).max() for b in blank) > 0.3
-    assert np.abs(seen - expected).max() < 0.1, (seen, expected)
+    assert np.abs(center_patch(seen, 8) - expected).max() < 0.1, (center_patch(seen, 8), expected)
+    canvas = seen[:, :CANVAS_FREE] / 255
+    covered = np.mean(np.abs(canvas - run.record.background).max(-1) > 0.1)
+    assert covered > FIELD_SHARE, covered
 
 
 @pytest.mark.parametrize("args, named", [(["viewer", "RUN", "--max-resolution", "8"], "--max-resolution"),

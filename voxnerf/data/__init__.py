@@ -1,4 +1,8 @@
-"""Scene loaders, one module per format, chosen by what the folder holds.
+"""What a capture is and where it lies: the Scene (images, cameras, splits, bounds), the rays through its pixels,
+the capture's layout (object, forward, unbounded), the Space that maps it onto the grid and its normalization, and
+the loaders and writers, one module per format, chosen by what the folder holds.
+
+May import only `voxnerf.errors` and `voxnerf.system`: every other stage reads scenes.
 
 Each format module has `NAME`, `detect(root) -> bool` and `load(root, with_images, downscale) -> Scene`.
 Every scene's cameras and splits are checked here, whatever the format (`check_cameras`, `check_splits`); loaders
@@ -16,8 +20,8 @@ import numpy as np
 
 from voxnerf.data import blender, colmap, llff, nerfstudio, neus
 from voxnerf.data.common import check_cameras, check_splits
+from voxnerf.data.scene import Scene
 from voxnerf.errors import SceneError, VoxnerfError
-from voxnerf.scene import Scene
 
 FORMATS = [blender, nerfstudio, llff, colmap, neus]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from voxnerf.cameras import Cameras, focal_from_fov, opengl_to_opencv
+from voxnerf.data.cameras import Cameras, focal_from_fov, opengl_to_opencv
 from voxnerf.data.common import (
     bounds_from_cameras,
     check_cameras,
@@ -19,8 +19,8 @@ from voxnerf.data.common import (
     require_angle,
     require_file_name,
 )
+from voxnerf.data.scene import SPLITS, Scene
 from voxnerf.errors import SceneError
-from voxnerf.scene import SPLITS, Scene
 
 NAME = "blender"
 

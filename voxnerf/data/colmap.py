@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from voxnerf.cameras import Cameras
+from voxnerf.data.cameras import Cameras
 from voxnerf.data.common import (
     background_of,
     bounds_from_cameras,
@@ -34,8 +34,8 @@ from voxnerf.data.common import (
     load_images,
     split_every_nth,
 )
+from voxnerf.data.scene import Scene
 from voxnerf.errors import SceneError
-from voxnerf.scene import Scene
 
 NAME = "colmap"
 MODEL_FILES = ("cameras", "images", "points3D")
@@ -48,7 +48,7 @@ MODELS = {
 }
 MODEL_IDS = {name: model_id for model_id, (name, _) in MODELS.items()}
 # Where each of fx fy cx cy k1 k2 p1 p2 sits in a supported model's parameters (None: zero), simplest first.
-LAYOUTS = {
+PARAM_ORDER = {
     "SIMPLE_PINHOLE": (0, 0, 1, 2, None, None, None, None),
     "PINHOLE": (0, 1, 2, 3, None, None, None, None),
     "SIMPLE_RADIAL": (0, 0, 1, 2, 3, None, None, None),
@@ -181,14 +181,14 @@ def _observed_depths(model: Model) -> np.ndarray:
 
 def expand_params(model_name: str, params: np.ndarray) -> np.ndarray:
     """(8,) fx fy cx cy k1 k2 p1 p2 from a supported model's (K,) parameters."""
-    layout = LAYOUTS[model_name]
-    return np.array([0.0 if i is None else params[i] for i in layout], np.float64)
+    order = PARAM_ORDER[model_name]
+    return np.array([0.0 if i is None else params[i] for i in order], np.float64)
 
 
 def compact_params(full: np.ndarray) -> tuple[str, np.ndarray]:
     """The simplest supported model that holds fx fy cx cy k1 k2 p1 p2 `full` (8,) exactly, and its parameters."""
-    for name, layout in LAYOUTS.items():
-        params = np.array([full[layout.index(i)] for i in range(MODELS[MODEL_IDS[name]][1])], np.float64)
+    for name, order in PARAM_ORDER.items():
+        params = np.array([full[order.index(i)] for i in range(MODELS[MODEL_IDS[name]][1])], np.float64)
         if np.array_equal(expand_params(name, params), full):
             return name, params
     raise AssertionError("OPENCV holds every parameter vector")
@@ -222,7 +222,7 @@ def rotation_to_quaternion(r: np.ndarray) -> np.ndarray:
 
 
 def _unsupported(path: Path, model: str) -> SceneError:
-    return SceneError(path, f"camera model {model} is not supported (use one of {', '.join(LAYOUTS)})")
+    return SceneError(path, f"camera model {model} is not supported (use one of {', '.join(PARAM_ORDER)})")
 
 
 def _no_points() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -281,7 +281,7 @@ def _read_cameras_bin(path: Path) -> dict:
     for _ in range(reader.values("Q")[0]):
         cam_id, model_id, width, height = reader.values("iiQQ")
         name = MODELS.get(model_id, (f"id {model_id}", 0))[0]
-        if name not in LAYOUTS:
+        if name not in PARAM_ORDER:
             raise _unsupported(path, name)
         cameras[cam_id] = (name, width, height, np.array(reader.array("<f8", MODELS[model_id][1])))
     reader.finish()
@@ -339,7 +339,7 @@ def _read_cameras_txt(path: Path) -> dict:
         if len(fields) < 4:
             raise SceneError(path, f"line {line}: expected CAMERA_ID MODEL WIDTH HEIGHT PARAMS[]")
         cam_id, width, height = _numbers(path, line, [fields[0], fields[2], fields[3]], np.int64)
-        if fields[1] not in LAYOUTS:
+        if fields[1] not in PARAM_ORDER:
             raise _unsupported(path, fields[1])
         params = _numbers(path, line, fields[4:])
         expected = MODELS[MODEL_IDS[fields[1]]][1]

@@ -12,9 +12,9 @@ from pathlib import Path
 import imageio.v3 as iio
 import numpy as np
 
-from voxnerf.cameras import Cameras
+from voxnerf.data.cameras import Cameras
+from voxnerf.data.images import resize_area
 from voxnerf.errors import SceneError
-from voxnerf.images import resize_area
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".JPG", ".JPEG", ".PNG")
 ROTATION_ROUNDING = 1e-5  # max |R^T R - I| of a rotation as files round it: taken as it is
@@ -102,7 +102,7 @@ def check_pose(matrix, path: Path, what: str) -> np.ndarray:
 
 class ImageFiles(Sequence):
     """Images decoded from their files when indexed (`read_image`), none held in memory: training copies its split
-    once into uint8 tensors on its device (voxnerf.ray_sampler) and scoring reads each test view when it scores it,
+    once into uint8 tensors on its device (voxnerf.train.ray_sampler) and scoring reads each test view when it scores it,
     so a scene never holds every split decoded beside them (lego at 800x800: 1 GB)."""
 
     def __init__(self, paths: list[Path]):

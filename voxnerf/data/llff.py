@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from voxnerf.cameras import Cameras
+from voxnerf.data.cameras import Cameras
 from voxnerf.data.common import (
     background_of,
     bounds_from_frustums,
@@ -30,8 +30,8 @@ from voxnerf.data.common import (
     read_numpy,
     split_every_nth,
 )
+from voxnerf.data.scene import Scene
 from voxnerf.errors import SceneError
-from voxnerf.scene import Scene
 
 NAME = "llff"
 FILE = "poses_bounds.npy"

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from voxnerf.cameras import Cameras, focal_from_fov, opengl_to_opencv
+from voxnerf.data.cameras import Cameras, focal_from_fov, opengl_to_opencv
 from voxnerf.data.common import (
     background_of,
     bounds_from_cameras,
@@ -41,8 +41,8 @@ from voxnerf.data.common import (
     require_number,
     split_every_nth,
 )
+from voxnerf.data.scene import SPLITS, Scene
 from voxnerf.errors import SceneError
-from voxnerf.scene import SPLITS, Scene
 
 NAME = "nerfstudio"
 FILE = "transforms.json"

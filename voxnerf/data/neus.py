@@ -7,7 +7,7 @@ order, masks the same in `mask/`; image i goes with matrix i. Every 8th image is
 
 Where the scene lives: cameras are returned in world coordinates (the decomposition of `world_mat_i`, as
 IDR's load_K_Rt_from_P does for world_mat @ scale_mat, without OpenCV). The box of interest is the cube
-around scale_mat's sphere, center +- radius, so the unit box of the run's box space (`voxnerf.normalize`) is
+around scale_mat's sphere, center +- radius, so the unit box of the run's box space (`voxnerf.data.normalize`) is
 exactly NeuS's normalized space.
 `scale_mat_0` is kept in `scene.extras["scale_mat"]`, the mask files in `extras["mask_paths"]`.
 Downscale is ignored: the format ships one resolution.
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from voxnerf.cameras import Cameras
+from voxnerf.data.cameras import Cameras
 from voxnerf.data.common import (
     background_of,
     check_one_size,
@@ -30,8 +30,8 @@ from voxnerf.data.common import (
     read_numpy,
     split_every_nth,
 )
+from voxnerf.data.scene import Scene
 from voxnerf.errors import SceneError
-from voxnerf.scene import Scene
 
 NAME = "neus"
 FILE = "cameras_sphere.npz"

@@ -15,10 +15,10 @@ import imageio.v3 as iio
 import numpy as np
 import torch
 
-from voxnerf.cameras import Cameras, opengl_to_opencv
 from voxnerf.data import colmap, llff, neus
-from voxnerf.rays import distort
-from voxnerf.scene import SPLITS, Scene
+from voxnerf.data.cameras import Cameras, opengl_to_opencv
+from voxnerf.data.rays import distort
+from voxnerf.data.scene import SPLITS, Scene
 
 
 def write_scene(scene: Scene, fmt: str, out_dir: str | Path, **options) -> Path:

@@ -1,18 +1,20 @@
 """Geometry out of a trained run: meshes, point clouds, and an open3d view of the learned occupancy.
 
-    from voxnerf.run import load_run
+    from voxnerf.run.load import load_run
     from voxnerf.export import export_mesh, export_pointcloud
     run = load_run("runs/lego")
     mesh = export_mesh(run, "lego.ply")                      # density iso-surface (opacity 0.5), world units
-    level = auto_level(run, crop_box(run)).level             # the level matching the rendered silhouettes
-    mesh = export_mesh(run, "lego_auto.ply", level=level)
+    iso = auto_iso(run, crop_box(run)).iso               # the iso value matching the rendered silhouettes
+    mesh = export_mesh(run, "lego_auto.ply", iso=iso)
     mesh = export_mesh(run, "lego_tsdf.ply", method="tsdf")   # TSDF fusion of rendered depth
     pcd = export_pointcloud(run, "lego_points.ply")           # surface points with colors and normals
 
-Modules: `mesh` (marching cubes over occupied blocks, cleanup), `level` (the automatic iso level), `tsdf` (open3d
-fusion), `pointcloud` (grid or depth points), `depth` (rendered views of the training cameras), `query` (log density,
-normals, colors of the field), `box` (crop region), `output` (writing and summary), `view` (occupancy viewer and
-headless screenshots).
+Colors come from the training photos (`photo`), or from the field seen head-on with colors="field".
+
+Modules: `mesh` (marching cubes over occupied blocks, smoothing, cleanup), `iso` (the automatic iso value), `tsdf`
+(open3d fusion), `pointcloud` (grid or depth points), `photo` (colors from the photos), `depth` (rendered views of
+the training cameras), `query` (log density, normals, colors of the field), `box` (crop region), `output` (writing
+and summary).
 """
 
 from __future__ import annotations
@@ -24,20 +26,21 @@ import open3d as o3d
 
 from voxnerf.errors import VoxnerfError
 from voxnerf.export.box import crop_box, require_box_space
-from voxnerf.export.level import DEFAULT_LEVEL, auto_level
-from voxnerf.export.mesh import clean_mesh, crop, drop_hidden, field_mesh
+from voxnerf.export.iso import DEFAULT_ISO, auto_iso
+from voxnerf.export.mesh import BLUR, TAUBIN, clean_mesh, crop, drop_hidden, field_mesh
 from voxnerf.export.output import MESH_FORMATS, POINTCLOUD_FORMATS, check_output, write_mesh, write_pointcloud
+from voxnerf.export.photo import check_colors, color_mesh
 from voxnerf.export.pointcloud import surface_points
 from voxnerf.export.tsdf import fuse
-from voxnerf.run import Run
+from voxnerf.run.load import Run
 
 METHODS = ("density", "tsdf")
 
 
 def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int | None = None,
-                level: float = DEFAULT_LEVEL, bbox: np.ndarray | None = None, min_component: float = 0.05,
-                target_faces: int | None = None, hidden: bool = False,
-                progress: bool = False) -> o3d.geometry.TriangleMesh:
+                iso: float = DEFAULT_ISO, bbox: np.ndarray | None = None, min_component: float = 0.05,
+                target_faces: int | None = None, hidden: bool = False, colors: str = "photos",
+                blur: float = BLUR, taubin: int = TAUBIN, progress: bool = False) -> o3d.geometry.TriangleMesh:
     """Extract, crop, clean and write a mesh of the run in world units (.ply, .obj or .glb by `out`'s suffix).
 
     Args:
@@ -46,13 +49,16 @@ def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int
         method: "density" (the opacity iso-surface, by marching cubes) or "tsdf" (fusion of rendered depth).
         samples: lattice samples per axis over the unit box (density) or TSDF voxels per unit-box width (tsdf);
             default the grid's resolution.
-        level: iso value of the opacity of one grid cell, 1 - exp(-sigma * cell) (density only); see
-            `level.auto_level` for the level that matches the field's rendered silhouettes.
+        iso: iso value of the opacity of one grid cell, 1 - exp(-sigma * cell) (density only); see
+            `iso.auto_iso` for the iso value that matches the field's rendered silhouettes.
         bbox: (2, 3) world box to keep; default the scene's box of interest.
         min_component: drop connected components with fewer than this fraction of the largest's triangles.
         target_faces: decimate to about this many triangles when given.
         hidden: keep connected components that no training camera sees (else they are dropped, which needs the
             run's scene folder for the cameras).
+        colors: "photos" (the training photos that see each vertex, see `photo`; needs the run's scene folder) or
+            "field" (the field's color seen head-on).
+        blur, taubin: smoothing of the density mesh (see `mesh.field_mesh`).
         progress: show progress bars.
     Returns:
         The written mesh.
@@ -60,29 +66,32 @@ def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int
     out = check_output(out, MESH_FORMATS, "--mesh")
     if method not in METHODS:
         raise VoxnerfError(f"--method {method}: expected one of {', '.join(METHODS)}")
-    if not 0 < level < 1:
-        raise VoxnerfError(f"--level {level}: the opacity iso value must lie in (0, 1)")
+    if not 0 < iso < 1:
+        raise VoxnerfError(f"--iso {iso}: the opacity iso value must lie in (0, 1)")
+    check_colors(colors)
     box = crop_box(run, bbox)
     samples = samples or run.model.estimator.resolution
     if method == "density":
         require_box_space(run, "--method density", "--method tsdf")
-        mesh = field_mesh(run, box, samples, level, progress)
+        mesh = field_mesh(run, box, samples, iso, blur, taubin, progress)
     else:
         mesh = crop(fuse(run, 2.0 / samples / run.scale, progress=progress), box)
     if not hidden:
         mesh = drop_hidden(mesh, run.training_cameras())
-    mesh = clean_mesh(mesh, min_component, target_faces)
+    mesh = color_mesh(run, clean_mesh(mesh, min_component, target_faces), colors, progress)
     write_mesh(mesh, out)
     return mesh
 
 
 def export_pointcloud(run: Run, out: str | Path, source: str = "grid", count: int = 100_000,
-                      samples: int | None = None, level: float = DEFAULT_LEVEL, bbox: np.ndarray | None = None,
-                      outliers: bool = True, progress: bool = False) -> o3d.geometry.PointCloud:
+                      samples: int | None = None, iso: float = DEFAULT_ISO, bbox: np.ndarray | None = None,
+                      outliers: bool = True, colors: str = "photos",
+                      progress: bool = False) -> o3d.geometry.PointCloud:
     """Write a surface point cloud (PLY, world units, colors and normals); see `pointcloud.surface_points`."""
     out = check_output(out, POINTCLOUD_FORMATS, "--pointcloud")
+    check_colors(colors)
     if source == "grid":
         require_box_space(run, "--source grid", "--source depth")
-    pcd = surface_points(run, crop_box(run, bbox), source, count, samples, level, outliers, progress)
+    pcd = surface_points(run, crop_box(run, bbox), source, count, samples, iso, outliers, colors, progress)
     write_pointcloud(pcd, out)
     return pcd

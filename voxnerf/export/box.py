@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from voxnerf.errors import VoxnerfError
-from voxnerf.run import Run
+from voxnerf.run.load import Run
 
 
 def parse_bbox(text: str) -> np.ndarray:

@@ -14,11 +14,11 @@ from typing import Iterator
 import numpy as np
 from tqdm import tqdm
 
-from voxnerf.cameras import Cameras
-from voxnerf.evaluate import View
+from voxnerf.data.cameras import Cameras
+from voxnerf.data.rays import image_rays
 from voxnerf.export.query import box_span, densities_along
-from voxnerf.rays import image_rays
-from voxnerf.run import Run
+from voxnerf.render.views import View
+from voxnerf.run.load import Run
 
 SURFACE_OPACITY = 0.5  # pixels more opaque than this see a surface
 RAY_CHUNK = 256  # rays sampled at once

@@ -1,7 +1,7 @@
 """Density meshes: the opacity iso-surface over the occupied blocks only, then colors, cropping and cleanup.
 
 The surface is where the opacity alpha = 1 - exp(-sigma * delta) of one working voxel (delta = the grid's cell
-size) equals the level. alpha is monotonic in sigma, so this is the surface log sigma = log(-log(1 - level) /
+size) equals the iso value. alpha is monotonic in sigma, so this is the surface log sigma = log(-log(1 - iso) /
 delta), and marching cubes runs on log sigma: across a sharp surface alpha jumps from 0 to 1 within a cell and
 linear interpolation along cube edges would put every crossing near an edge's middle (terraces), while log sigma
 changes about linearly there. Samples lie on a lattice of S intervals per axis over the unit box (sample i at
@@ -15,17 +15,21 @@ from __future__ import annotations
 
 import numpy as np
 import open3d as o3d
+from scipy import ndimage
 from skimage import measure
 from tqdm import tqdm
 
-from voxnerf.cameras import Cameras
+from voxnerf.data.cameras import Cameras
+from voxnerf.data.rays import image_rays
 from voxnerf.export.depth import spread_views
-from voxnerf.export.query import head_on_colors, log_density, opacity_to_density
-from voxnerf.model import Model
-from voxnerf.rays import image_rays
-from voxnerf.run import Run
+from voxnerf.export.query import log_density, opacity_to_density
+from voxnerf.render.model import Model
+from voxnerf.run.load import Run
 
 BLOCK = 32
+BLUR = 0.0  # default Gaussian smoothing of log sigma before marching, in lattice samples
+BLUR_BAND = 3.0  # log sigma is clipped to the iso value +- this before smoothing
+TAUBIN = 0  # default Taubin smoothing iterations of the marched mesh
 SEEN_VIEWS = 25  # cameras (evenly spread) whose rays decide which components are seen
 WELD_PER_SAMPLE = 1 << 12  # vertices closer than 1/4096 sample spacing are welded
 
@@ -83,21 +87,43 @@ def weld(vertices: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return vertices[first], faces[good]
 
 
-def march_blocks(model: Model, box_unit: np.ndarray, samples: int, level: float = 0.5,
+def block_volume(model: Model, start: np.ndarray, stop: np.ndarray, samples: int, log_sigma: float,
+                 blur: float) -> np.ndarray:
+    """log sigma on the lattice samples start..stop (inclusive, (3,) int each), smoothed by a Gaussian of `blur`
+    samples' standard deviation (none at 0).
+
+    The block is sampled with a margin of 3 * blur samples (inside the lattice) so that neighboring blocks agree on
+    their shared samples, and log sigma is clipped to within BLUR_BAND of the iso value `log_sigma` first: a jump
+    from LOG_EMPTY to a dense inside would otherwise pull the smoothed crossing into the solid.
+    """
+    margin = int(np.ceil(3 * blur))
+    lo, hi = np.maximum(start - margin, 0), np.minimum(stop + margin, samples)
+    axes = [np.arange(a, b + 1) for a, b in zip(lo, hi)]
+    index = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 3)
+    volume = log_density(model, -1 + index * (2.0 / samples)).reshape([len(a) for a in axes])
+    if blur > 0:
+        volume = ndimage.gaussian_filter(np.clip(volume, log_sigma - BLUR_BAND, log_sigma + BLUR_BAND), blur,
+                                         mode="nearest", truncate=3.0)
+    crop = tuple(slice(a - b, c - b + 1) for a, b, c in zip(start, lo, stop))
+    return volume[crop]
+
+
+def march_blocks(model: Model, box_unit: np.ndarray, samples: int, iso: float = 0.5, blur: float = 0.0,
                  progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """The iso-surface alpha = level of the field inside a unit-box region, block by block.
+    """The iso-surface alpha = iso of the field inside a unit-box region, block by block.
 
     Args:
         model: the field and its occupancy.
         box_unit: (2, 3) unit-box min and max corners of the region.
         samples: S, lattice intervals per axis over the whole unit box.
-        level: iso value of the opacity, in (0, 1).
+        iso: iso value of the opacity, in (0, 1).
+        blur: standard deviation, in samples, of the Gaussian that smooths log sigma first (see `block_volume`).
         progress: show a tqdm bar over the blocks.
     Returns:
         vertices (V, 3) float64 unit-box positions and faces (F, 3) int64, wound so normals point outward
         (toward lower opacity).
     """
-    iso = float(np.log(opacity_to_density(level, model.estimator.cell_size)))
+    log_sigma = float(np.log(opacity_to_density(iso, model.estimator.cell_size)))
     ranges = [sample_range(lo, hi, samples) for lo, hi in zip(*box_unit)]
     first, last = np.array([r[0] for r in ranges]), np.array([r[1] for r in ranges])
     if np.any(last <= first):
@@ -107,14 +133,12 @@ def march_blocks(model: Model, box_unit: np.ndarray, samples: int, level: float 
                       disable=not progress, leave=False):
         start = first + block * BLOCK
         stop = np.minimum(start + BLOCK, last)
-        axes = [np.arange(a, b + 1) for a, b in zip(start, stop)]
-        if min(len(a) for a in axes) < 2:
+        if np.any(stop - start < 1):
             continue
-        index = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 3)
-        volume = log_density(model, -1 + index * (2.0 / samples)).reshape([len(a) for a in axes])
-        if volume.max() < iso or volume.min() > iso:
+        volume = block_volume(model, start, stop, samples, log_sigma, blur)
+        if volume.max() < log_sigma or volume.min() > log_sigma:
             continue
-        v, f, _, _ = measure.marching_cubes(volume, iso, gradient_direction="ascent")
+        v, f, _, _ = measure.marching_cubes(volume, log_sigma, gradient_direction="ascent")
         verts.append(v + start)
         faces.append(f + count)
         count += len(v)
@@ -124,29 +148,26 @@ def march_blocks(model: Model, box_unit: np.ndarray, samples: int, level: float 
     return -1 + v * (2.0 / samples), f
 
 
-def field_mesh(run: Run, box_world: np.ndarray, samples: int | None = None, level: float = 0.5,
-               progress: bool = False) -> o3d.geometry.TriangleMesh:
-    """The density mesh of a run in world units, with outward vertex normals and head-on vertex colors.
+def field_mesh(run: Run, box_world: np.ndarray, samples: int | None = None, iso: float = 0.5,
+               blur: float = BLUR, taubin: int = TAUBIN, progress: bool = False) -> o3d.geometry.TriangleMesh:
+    """The density mesh of a run in world units, with outward vertex normals (no colors: see `photo.color_mesh`).
 
     Args:
         run: the loaded run.
         box_world: (2, 3) world region to mesh (see `box.crop_box`).
         samples: lattice intervals per axis over the unit box; default the occupancy's resolution (its vertices).
-        level: opacity iso value.
+        iso: opacity iso value.
+        blur: Gaussian smoothing of log sigma before marching, in samples (see `block_volume`); 0: none.
+        taubin: iterations of Taubin smoothing of the mesh (volume-preserving); 0: none.
         progress: show progress bars.
-    Returns:
-        An open3d TriangleMesh; vertex colors are the field's color seen along -normal (looking at the surface
-        head-on).
     """
     samples = samples or run.model.estimator.resolution
-    verts, faces = march_blocks(run.model, run.to_unit(box_world), samples, level, progress)
+    verts, faces = march_blocks(run.model, run.to_unit(box_world), samples, iso, blur, progress)
     mesh = o3d.geometry.TriangleMesh(o3d.utility.Vector3dVector(run.to_world(verts)),
                                      o3d.utility.Vector3iVector(faces))
+    if taubin and len(faces):
+        mesh = mesh.filter_smooth_taubin(number_of_iterations=taubin)
     mesh.compute_vertex_normals()
-    if len(verts):
-        normals = np.asarray(mesh.vertex_normals)
-        colors = head_on_colors(run.model, verts, normals)
-        mesh.vertex_colors = o3d.utility.Vector3dVector(colors.astype(np.float64))
     return mesh
 
 

@@ -36,8 +36,8 @@ def make_folder(path: Path) -> None:
 def write_mesh(mesh: o3d.geometry.TriangleMesh, path: Path) -> None:
     """Write a mesh (vertex colors and normals included) by its suffix, or raise VoxnerfError."""
     if len(mesh.triangles) == 0:
-        raise VoxnerfError(f"{path}: the mesh is empty (nothing reached the iso level inside the box; try --level "
-                           f"auto, a lower --level or another --bbox)")
+        raise VoxnerfError(f"{path}: the mesh is empty (nothing reached the iso value inside the box; try --iso "
+                           f"auto, a lower --iso or another --bbox)")
     make_folder(path)
     if not o3d.io.write_triangle_mesh(str(path), mesh, write_vertex_normals=True, write_vertex_colors=True):
         raise VoxnerfError(f"{path}: open3d could not write the mesh")

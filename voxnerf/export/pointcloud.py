@@ -1,9 +1,11 @@
 """Surface point clouds with colors and normals, from the grid's iso-surface or from rendered depth.
 
-"grid" (the default) samples the opacity iso-surface that `mesh.field_mesh` extracts, uniformly by area; its
-points inherit the mesh's head-on colors and normals. "depth" back-projects the median depth (see `depth`) of
-every training pixel that sees a surface, with the rendered color and the density-gradient normal. On toy scenes
-the grid points lie closer to the true surface (see tests/test_export.py).
+"grid" (the default) samples the opacity iso-surface that `mesh.field_mesh` extracts, uniformly by area, with the
+mesh's interpolated normals. "depth" back-projects the median depth (see `depth`) of every training pixel that sees
+a surface, with the density-gradient normal, and keeps the points that at least MIN_VIEWS training views show at
+their depth (its own and another): floaters and the fog that a single view renders are not on the surface. Both
+color the points as meshes are colored (`photo.surface_colors`: from the photos by default), occluded by the mesh
+or by the rendered depth. On toy scenes the grid points lie closer to the true surface (see tests/test_export.py).
 """
 
 from __future__ import annotations
@@ -13,46 +15,58 @@ import open3d as o3d
 
 from voxnerf.errors import VoxnerfError
 from voxnerf.export.depth import rendered_views
-from voxnerf.export.mesh import crop, drop_hidden, field_mesh
+from voxnerf.export.mesh import BLUR, TAUBIN, crop, drop_hidden, field_mesh
+from voxnerf.export.photo import field_colors, mesh_depth_maps, photo_colors, surface_colors
 from voxnerf.export.query import density_normals
-from voxnerf.run import Run
+from voxnerf.run.load import Run
 
 SOURCES = ("grid", "depth")
+MIN_VIEWS = 2  # depth points that fewer training views show at their depth are dropped
 OUTLIER_NEIGHBORS = 20  # statistical outlier removal: neighbors of each point
 OUTLIER_STD = 2.0  # points whose mean neighbor distance exceeds the average by this many std are dropped
 
 
-def grid_points(run: Run, box_world: np.ndarray, count: int, samples: int | None = None, level: float = 0.5,
-                seed: int = 0, progress: bool = False) -> o3d.geometry.PointCloud:
-    """`count` points on the opacity iso-surface inside the world box (2, 3), with colors and normals; parts of
-    the surface that no training camera sees are left out."""
-    mesh = drop_hidden(field_mesh(run, box_world, samples, level, progress), run.training_cameras())
+def colored_cloud(points: np.ndarray, normals: np.ndarray, colors: np.ndarray) -> o3d.geometry.PointCloud:
+    """An open3d point cloud of points, normals and colors (N, 3) each."""
+    pcd = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points))
+    pcd.normals = o3d.utility.Vector3dVector(np.asarray(normals, np.float64))
+    pcd.colors = o3d.utility.Vector3dVector(np.asarray(colors, np.float64))
+    return pcd
+
+
+def grid_points(run: Run, box_world: np.ndarray, count: int, samples: int | None = None, iso: float = 0.5,
+                colors: str = "photos", seed: int = 0, progress: bool = False) -> o3d.geometry.PointCloud:
+    """`count` points on the opacity iso-surface inside the world box (2, 3), with colors (`colors`: see
+    `photo.surface_colors`) and normals; parts of the surface that no training camera sees are left out."""
+    mesh = drop_hidden(field_mesh(run, box_world, samples, iso, BLUR, TAUBIN, progress), run.training_cameras())
     if len(mesh.triangles) == 0:
         return o3d.geometry.PointCloud()
     o3d.utility.random.seed(seed)
-    return mesh.sample_points_uniformly(count, use_triangle_normal=False)
+    sampled = mesh.sample_points_uniformly(count, use_triangle_normal=False)
+    points, normals = np.asarray(sampled.points), np.asarray(sampled.normals)
+    found = surface_colors(run, points, normals, mesh_depth_maps(mesh, run.training_cameras()), colors, progress)
+    return colored_cloud(points, normals, found)
 
 
-def depth_points(run: Run, box_world: np.ndarray, count: int, seed: int = 0,
+def depth_points(run: Run, box_world: np.ndarray, count: int, colors: str = "photos", seed: int = 0,
                  progress: bool = False) -> o3d.geometry.PointCloud:
-    """Up to `count` points back-projected from the rendered depth of the training views, inside the world box.
-
-    Colors are the rendered colors with the background removed; normals are density-gradient normals.
-    """
-    points, colors = [], []
+    """Up to `count` points back-projected from the rendered depth of the training views, inside the world box,
+    that MIN_VIEWS views show (see the module docstring), with colors (`colors`: see `photo.surface_colors`) and
+    density-gradient normals."""
+    points, depths = [], []
     for sv in rendered_views(run, run.training_cameras(), progress):
         points.append(sv.points())
-        colors.append(sv.foreground_rgb(run.background))
-    points, colors = np.concatenate(points), np.concatenate(colors)
-    inside = np.all((points >= box_world[0]) & (points <= box_world[1]), axis=1)
-    points, colors = points[inside], colors[inside]
+        depths.append(sv.depth.reshape(sv.view.depth.shape).astype(np.float32))
+    points = np.concatenate(points)
+    points = points[np.all((points >= box_world[0]) & (points <= box_world[1]), axis=1)]
     if len(points) > count:
-        pick = np.random.default_rng(seed).choice(len(points), count, replace=False)
-        points, colors = points[pick], colors[pick]
-    pcd = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points))
-    pcd.colors = o3d.utility.Vector3dVector(colors.astype(np.float64))
-    pcd.normals = o3d.utility.Vector3dVector(density_normals(run.model, run.to_unit(points)).astype(np.float64))
-    return pcd
+        points = points[np.random.default_rng(seed).choice(len(points), count, replace=False)]
+    normals = density_normals(run.model, run.to_unit(points)).astype(np.float64)
+    found, views = photo_colors(run, points, normals, depths.__getitem__, progress)
+    if colors == "field":
+        found = field_colors(run, points, normals)
+    on_surface = views >= MIN_VIEWS
+    return colored_cloud(points[on_surface], normals[on_surface], found[on_surface])
 
 
 def remove_outliers(pcd: o3d.geometry.PointCloud, neighbors: int = OUTLIER_NEIGHBORS,
@@ -65,7 +79,7 @@ def remove_outliers(pcd: o3d.geometry.PointCloud, neighbors: int = OUTLIER_NEIGH
 
 
 def surface_points(run: Run, box_world: np.ndarray, source: str = "grid", count: int = 100_000,
-                   samples: int | None = None, level: float = 0.5, outliers: bool = True,
+                   samples: int | None = None, iso: float = 0.5, outliers: bool = True, colors: str = "photos",
                    progress: bool = False) -> o3d.geometry.PointCloud:
     """A surface point cloud in world units from `source` ("grid" or "depth"), cropped to the world box (2, 3).
 
@@ -74,14 +88,15 @@ def surface_points(run: Run, box_world: np.ndarray, source: str = "grid", count:
         box_world: (2, 3) world region to keep.
         source: where the points come from (see the module docstring).
         count: points to draw (depth: at most this many).
-        samples, level: lattice samples per axis and opacity iso value of the "grid" source.
+        samples, iso: lattice samples per axis and opacity iso value of the "grid" source.
         outliers: apply statistical outlier removal.
+        colors: "photos" or "field" (see `photo.surface_colors`).
         progress: show progress bars.
     """
     if source not in SOURCES:
         raise VoxnerfError(f"--source {source}: expected one of {', '.join(SOURCES)}")
     if source == "grid":
-        pcd = crop(grid_points(run, box_world, count, samples, level, progress=progress), box_world)
+        pcd = crop(grid_points(run, box_world, count, samples, iso, colors, progress=progress), box_world)
     else:
-        pcd = depth_points(run, box_world, count, progress=progress)
+        pcd = depth_points(run, box_world, count, colors, progress=progress)
     return remove_outliers(pcd) if outliers else pcd

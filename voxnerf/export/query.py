@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from voxnerf.model import Model
-from voxnerf.space import ray_box
+from voxnerf.data.space import ray_box
+from voxnerf.render.model import Model
 
 CHUNK = 1 << 16
 
@@ -22,9 +22,9 @@ def _device(model: Model) -> torch.device:
 LOG_EMPTY = -30.0  # log sigma given to points in unoccupied cells
 
 
-def opacity_to_density(level: float, delta: float) -> float:
-    """The sigma at which one step of length `delta` has opacity `level`: -log(1 - level) / delta."""
-    return -np.log1p(-level) / delta
+def opacity_to_density(iso: float, delta: float) -> float:
+    """The sigma at which one step of length `delta` has opacity `iso`: -log(1 - iso) / delta."""
+    return -np.log1p(-iso) / delta
 
 
 @torch.no_grad()

@@ -13,9 +13,9 @@ import numpy as np
 import open3d as o3d
 import open3d.core as o3c
 
-from voxnerf.cameras import Cameras
+from voxnerf.data.cameras import Cameras
 from voxnerf.export.depth import SurfaceView, rendered_views
-from voxnerf.run import Run
+from voxnerf.run.load import Run
 
 TRUNCATION_VOXELS = 4.0  # the signed distance is truncated at this many voxels
 MIN_VIEWS = 2.0  # voxels seen by fewer views are left out of the mesh

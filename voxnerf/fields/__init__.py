@@ -1,4 +1,8 @@
-"""Radiance fields behind one interface (`voxnerf.fields.base.Field`).
+"""Radiance fields behind one interface (`voxnerf.fields.base.Field`), and what they are built of: the sparse brick
+grid (`sparse_grid`, shared with the occupancy estimator), trilinear gathers, the color decoder and its spherical
+harmonics, topology changes that carry Adam's moments, per-image appearance codes.
+
+May import: `voxnerf.errors`, `voxnerf.system`, `voxnerf.data` (the Space). A field knows nothing of rays.
 
 Every module of this package is imported here, so a new field needs only its own module (a Field subclass with a
 `name` and a `Config`) and a config entry that selects it (`field: {kind: NAME}`).

@@ -1,6 +1,6 @@
 """The Field interface: what the renderer, trainer, estimator and exports may ask of a radiance field.
 
-A field maps grid points (the grid cube [-1, 1]^3 that the space, voxnerf.space, maps the scene into) and view
+A field maps grid points (the grid cube [-1, 1]^3 that the space, voxnerf.data.space, maps the scene into) and view
 directions to density and color. It knows nothing of rays, cameras or occupancy. Subclasses register themselves
 by `name`; a config selects one with `field: {kind: NAME, ...}` (its options are the subclass's `Config`).
 """
@@ -14,8 +14,8 @@ from typing import ClassVar, Iterator
 import torch
 from torch import nn
 
+from voxnerf.data.space import Space
 from voxnerf.errors import VoxnerfError
-from voxnerf.space import Space
 
 Lookup = tuple[torch.Tensor, ...]
 """What a field computes once per point and reuses for density and color: per-point tensors (N, ...)."""
@@ -55,7 +55,7 @@ class Field(nn.Module):
     def color(self, lookup: Lookup, dirs: torch.Tensor, amp_dtype: torch.dtype | None = None,
               codes: torch.Tensor | None = None) -> torch.Tensor:
         """rgb (N, 3) in [0, 1], float32, at looked-up points seen along unit directions dirs (N, 3), with
-        per-point appearance codes (N, A) (voxnerf.appearance) when the field's config has `appearance_dim`; the
+        per-point appearance codes (N, A) (voxnerf.fields.appearance) when the field's config has `appearance_dim`; the
         decoder runs under autocast with `amp_dtype` when given."""
         raise NotImplementedError
 
@@ -80,7 +80,7 @@ class Field(nn.Module):
     def recording_reads(self) -> Iterator[dict[int, list[torch.Tensor]]]:
         """While entered, the rows each row table is read at under autograd, by the id of the table's parameter
         (flat int64 tensors, repeats allowed): the rows a step's gradient can reach, which a multi-process job
-        exchanges without scanning its gradients (voxnerf.distributed). Empty for a field without row tables (the
+        exchanges without scanning its gradients (voxnerf.train.distributed). Empty for a field without row tables (the
         default): gradients are then scanned."""
         yield {}
 

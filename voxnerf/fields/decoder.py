@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from voxnerf.sh import sh_encode
+from voxnerf.fields.sh import sh_encode
 
 SIZES_PER_OCTAVE = 8  # row counts the MLP runs on under autocast: at most 12.5% padding
 
@@ -37,7 +37,7 @@ class GridFieldConfig:
     alpha_init: float = 1e-3  # opacity of one first-level cell at start (low initial density trains well, DVGO)
     density_scale: float = 128.0  # sigma per grid length for one unit of activated density (~1/voxel at 256^3)
     feature_std: float = 0.1  # std of the random initial features
-    appearance_dim: int = 0  # per-image appearance code length in the color MLP's input (0: none; voxnerf.appearance)
+    appearance_dim: int = 0  # per-image appearance code length in the color MLP's input (0: none; voxnerf.fields.appearance)
 
 
 class ColorDecoder(nn.Module):

@@ -12,9 +12,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from voxnerf.data.space import Space
 from voxnerf.fields.base import Field, Lookup
 from voxnerf.fields.decoder import ColorDecoder, DensityActivation, GridFieldConfig
-from voxnerf.space import Space
 
 
 @dataclass

@@ -1,6 +1,6 @@
-"""The sparse voxel field: density and features on a sparse brick grid (voxnerf.sparse_grid), decoded to color by a
+"""The sparse voxel field: density and features on a sparse brick grid (voxnerf.fields.sparse_grid), decoded to color by a
 small MLP. The grid starts dense at the schedule's first resolution; `refine` prunes the bricks the estimator
-finds empty and subdivides the rest, carrying Adam's moments along (voxnerf.topology)."""
+finds empty and subdivides the rest, carrying Adam's moments along (voxnerf.fields.topology)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from typing import Iterator
 
 import torch
 
+from voxnerf.data.space import Space
 from voxnerf.fields.base import Field, Lookup
 from voxnerf.fields.decoder import ColorDecoder, DensityActivation, GridFieldConfig
-from voxnerf.space import Space
-from voxnerf.sparse_grid import SparseVoxelGrid
-from voxnerf.topology import change_topology
+from voxnerf.fields.sparse_grid import SparseVoxelGrid
+from voxnerf.fields.topology import change_topology
 
 MAX_INIT_STRETCH = 1000.0  # see SparseVoxelField._initial_density
 ROW_PARAMETERS = ("density", "features")
@@ -50,7 +50,7 @@ class SparseVoxelField(Field):
         longer: in a contracted shell a step stands for a long stretch of ray, and a uniform density there
         would start (and, behind opaque surfaces no gradient reaches, stay) occupied. The correction stops at
         MAX_INIT_STRETCH, so that the outermost cells can still learn in a few hundred steps."""
-        g = grid.layout.slot_vertices().double() * grid.cell_size - 1
+        g = grid.bricks.slot_vertices().double() * grid.cell_size - 1
         stretch = space.world_step_scale(g) / space.world_step_scale(torch.zeros(1, 3)).double()
         sigma = self.activate(torch.zeros((), dtype=torch.float64)) / stretch.clamp_max(MAX_INIT_STRETCH)
         return self.activate.inverse(sigma).float()
@@ -77,7 +77,7 @@ class SparseVoxelField(Field):
         """Total variation of raw density and features on `tv_vertices` random vertices of real cells."""
         if not (optim.tv_density or optim.tv_features):
             return 0.0
-        cells = self.grid.layout.real_cell_rows()
+        cells = self.grid.bricks.real_cell_rows()
         pick = torch.randint(0, len(cells), (optim.tv_vertices,), generator=generator, device=generator.device)
         tv_density, tv_features = self.grid.total_variation(cells[pick.to(cells.device)])
         return optim.tv_density * tv_density + optim.tv_features * tv_features
@@ -90,8 +90,8 @@ class SparseVoxelField(Field):
     def refine(self, resolution: int, occupied, optimizer: torch.optim.Optimizer | None) -> None:
         """Prune the bricks no occupied cell touches, then subdivide the occupied cells, until `resolution`."""
         while self.grid.resolution < resolution:
-            layout = self.grid.layout
-            keep = occupied(layout.cell_centers()) & layout.real_cells()
+            bricks = self.grid.bricks
+            keep = occupied(bricks.cell_centers()) & bricks.real_cells()
             kept = change_topology(self.grid, ROW_PARAMETERS, optimizer, lambda: self.grid.prune(keep))
             cells = kept.inherit(keep)
             change_topology(self.grid, ROW_PARAMETERS, optimizer, lambda: self.grid.subdivide(cells))

@@ -1,0 +1,82 @@
+"""Camera normalization: the Space (center, scale and kind) that puts a scene's region of interest on the grid.
+
+- box: the loader's box of interest (`Scene.bbox`) becomes the unit box.
+- contract: the unit box is centered on the point the cameras look at (least squares over their optical axes)
+  and just holds where the rays start, NEAR_MARGIN times the scene's near bound (LLFF's bounds, the depth of the
+  nearest sparse points) in front of each camera; what lies beyond is contracted into the outer shell. With no near
+  bound that is Mip-NeRF 360's box around every camera; with one, the subject gets the finer cells of a smaller
+  box, and no ray passes where the field could hide view-specific floaters right in front of a camera.
+- ndc: the reference camera is the mean pose (mean center, averaged and re-orthogonalized axes); the unit is
+  chosen so the near plane, a little in front of the closest content (`Scene.near`), lies at depth 1; the NDC
+  window is widened so that every training pixel's ray falls inside the grid's x-y range.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from voxnerf.data.cameras import Cameras
+from voxnerf.data.common import bounds_from_cameras
+from voxnerf.data.scene import Scene
+from voxnerf.data.space import Box, Contract, Ndc, Space
+
+CAMERA_MARGIN = 1.05  # contract: the unit box reaches this much beyond the farthest ray start
+NEAR_MARGIN = 0.9  # ndc: the near plane sits at this fraction of the scene's near depth; contract: rays start there
+FAR_RATIO = 100.0  # contract: rays march this many times the camera radius (the grid's shell reaches infinity)
+
+
+def space_for(scene: Scene, kind: str) -> Space:
+    """The Space of `kind` (a name in voxnerf.data.space.SPACES, from the config) that frames `scene`'s training
+    cameras."""
+    cameras = scene.cameras.subset(scene.split_indices("train"))
+    builders = {"box": lambda: Box(scene.center.tolist(), scene.scale),
+                "contract": lambda: contract_space(cameras, scene.near),
+                "ndc": lambda: ndc_space(cameras, scene.near)}
+    return builders[kind]()
+
+
+def contract_space(cameras: Cameras, near: float = 0.0) -> Space:
+    """The unit box centered on the cameras' focus point, reaching just past the farthest ray start: rays start
+    NEAR_MARGIN times `near` (world units) along the cameras' optical axes."""
+    bbox = bounds_from_cameras(cameras)[0]
+    center = 0.5 * (bbox[0] + bbox[1])
+    starts = cameras.centers + NEAR_MARGIN * near * cameras.forward
+    half = CAMERA_MARGIN * float(np.abs(starts - center).max())
+    half = max(half, 1e-6)
+    return Contract(center.tolist(), 1.0 / half, far=FAR_RATIO, near=NEAR_MARGIN * near / half)
+
+
+def mean_pose(cameras: Cameras) -> tuple[np.ndarray, np.ndarray]:
+    """(3,) mean camera center and (3, 3) rotation with the mean forward and down axes (OpenCV convention)."""
+    forward = cameras.c2w[:, :, 2].mean(0)
+    forward /= np.linalg.norm(forward)
+    down = cameras.c2w[:, :, 1].mean(0)
+    down -= forward * (down @ forward)
+    down /= np.linalg.norm(down)
+    return cameras.centers.mean(0), np.stack([np.cross(down, forward), down, forward], 1)
+
+
+def ndc_space(cameras: Cameras, near: float) -> Ndc:
+    """NDC of the mean pose, near plane at NEAR_MARGIN * near, window covering every camera's corner rays."""
+    center, rotation = mean_pose(cameras)
+    unit_near = NEAR_MARGIN * near
+    space = Ndc(center.tolist(), 1.0 / unit_near, rotation=rotation.tolist())
+    lo, hi = _ndc_window(cameras, space)
+    ax, ay = 2 / (hi - lo)
+    bx, by = -(hi + lo) / (hi - lo)
+    space.projection = [float(ax), float(ay), float(bx), float(by)]
+    return space
+
+
+def _ndc_window(cameras: Cameras, space: Ndc) -> tuple[np.ndarray, np.ndarray]:
+    """(2,) min and max of X/Z, Y/Z (reference frame) over every camera's corner rays, from the near plane to
+    infinity: the window the NDC grid must span."""
+    dirs = cameras.corner_rays()
+    dirs /= np.linalg.norm(dirs, axis=-1, keepdims=True)
+    origins = np.repeat(space.world_to_unit(cameras.centers)[:, None], 4, 1)
+    rays = space.march_rays(torch.as_tensor(origins.reshape(-1, 3)), torch.as_tensor(dirs.reshape(-1, 3)))
+    end = rays.origins + rays.dirs * (2 / rays.dirs[:, 2:3])  # z runs from -1 to 1
+    start = rays.origins
+    xy = torch.cat([start[:, :2], end[:, :2]]).numpy()
+    return xy.min(0), xy.max(0)

@@ -1,0 +1,82 @@
+"""Rays through pixels: origins and unit directions in world coordinates, with OpenCV lens distortion undone."""
+
+from __future__ import annotations
+
+import torch
+
+from voxnerf.data.cameras import Cameras
+
+UNDISTORT_ITERATIONS = 10
+
+
+def distort(xy: torch.Tensor, coeffs: torch.Tensor) -> torch.Tensor:
+    """Apply OpenCV radial-tangential distortion to normalized image coordinates.
+
+    Args:
+        xy: (R, 2) undistorted normalized coordinates ((u - cx) / fx, (v - cy) / fy).
+        coeffs: (R, 4) k1, k2, p1, p2.
+    Returns:
+        (R, 2) distorted normalized coordinates.
+    """
+    x, y = xy.unbind(-1)
+    k1, k2, p1, p2 = coeffs.unbind(-1)
+    r2 = x * x + y * y
+    radial = 1 + k1 * r2 + k2 * r2 * r2
+    dx = 2 * p1 * x * y + p2 * (r2 + 2 * x * x)
+    dy = p1 * (r2 + 2 * y * y) + 2 * p2 * x * y
+    return torch.stack([x * radial + dx, y * radial + dy], -1)
+
+
+def undistort(xy_distorted: torch.Tensor, coeffs: torch.Tensor) -> torch.Tensor:
+    """Invert `distort` by fixed-point iteration (as OpenCV's undistortPoints does).
+
+    Args:
+        xy_distorted: (R, 2) distorted normalized coordinates.
+        coeffs: (R, 4) k1, k2, p1, p2.
+    Returns:
+        (R, 2) undistorted normalized coordinates.
+    """
+    xy = xy_distorted
+    for _ in range(UNDISTORT_ITERATIONS):
+        xy = xy + (xy_distorted - distort(xy, coeffs))
+    return xy
+
+
+def pixel_rays(
+    c2w: torch.Tensor, intrinsics: torch.Tensor, distortion: torch.Tensor | None, uv: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rays through image points.
+
+    Args:
+        c2w: (R, 3, 4) camera-to-world matrices (OpenCV convention) of each ray's camera.
+        intrinsics: (R, 4) fx, fy, cx, cy of each ray's camera.
+        distortion: (R, 4) k1, k2, p1, p2, or None for ideal pinholes.
+        uv: (R, 2) image coordinates in pixels (pixel centers at integer + 0.5).
+    Returns:
+        origins (R, 3) and unit directions (R, 3) in world coordinates.
+    """
+    fx, fy, cx, cy = intrinsics.unbind(-1)
+    xy = torch.stack([(uv[:, 0] - cx) / fx, (uv[:, 1] - cy) / fy], -1)
+    if distortion is not None:
+        xy = undistort(xy, distortion)
+    d_cam = torch.cat([xy, torch.ones_like(xy[:, :1])], -1)
+    dirs = torch.einsum("rij,rj->ri", c2w[:, :, :3], d_cam)
+    return c2w[:, :, 3].expand_as(dirs), torch.nn.functional.normalize(dirs, dim=-1)
+
+
+def image_rays(cameras: Cameras, index: int, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    """All rays of one camera's image, in row-major pixel order.
+
+    Returns:
+        origins (H*W, 3) and unit directions (H*W, 3).
+    """
+    width, height = (int(s) for s in cameras.sizes[index])
+    v, u = torch.meshgrid(torch.arange(height, dtype=torch.float64), torch.arange(width, dtype=torch.float64), indexing="ij")
+    uv = torch.stack([u.reshape(-1), v.reshape(-1)], -1) + 0.5
+    n = uv.shape[0]
+    c2w = torch.from_numpy(cameras.c2w[index]).expand(n, 3, 4)
+    intr = torch.from_numpy(cameras.intrinsics[index]).expand(n, 4)
+    dist = cameras.distortion[index]
+    dist_t = torch.from_numpy(dist).expand(n, 4) if dist.any() else None
+    origins, dirs = pixel_rays(c2w, intr, dist_t, uv)
+    return origins.to(dtype), dirs.to(dtype)

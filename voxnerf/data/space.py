@@ -1,0 +1,304 @@
+"""Where the grid lies in the scene: world -> unit box -> grid coordinates in [-1, 1]^3.
+
+World points enter the unit box by a shift and a scale, `(x - center) * scale` (chosen by `voxnerf.data.normalize`);
+rays reach the renderer in unit-box coordinates. A space class then decides what the grid covers and how rays
+are marched through it:
+
+- `Box`: the grid is the unit box itself (bounded objects: Blender, masked captures).
+- `Contract`: unbounded scenes. The unit box holds the cameras and the region of interest; outside it, a point at
+  L-infinity radius r > 1 is pulled in to radius 2 - 1/r (the L-infinity form of Mip-NeRF 360's contraction,
+  which keeps the inner region an axis-aligned box), and the grid covers the contracted cube [-2, 2]^3 scaled
+  by 1/2. The inner box gets the middle half of the grid; everything out to infinity gets the shell around it.
+  Rays march in a parameter u that equals the distance t inside the unit box and runs like disparity beyond it:
+  with a = max(1, distance to the unit box's exit), t = a^2 / (2a - u) for u > a. Equal steps in u are then
+  about equal steps in the contracted grid, so the far background costs about as many samples as the inner box;
+  each sample stands for the distance its step covers.
+- `Ndc`: forward-facing scenes. Normalized device coordinates of a reference camera (at the unit-box origin,
+  near plane at depth 1): x and y across its image, z from the near plane (-1) to infinity (+1). NDC maps
+  straight lines to straight lines, so rays are transformed once and marched like in a box.
+
+Only this module turns a space's name into a class (`space_from_dict`, `SPACES`); everything else calls methods.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from voxnerf.errors import VoxnerfError
+
+MIN_FORWARD = 1e-4  # NDC: rays are tilted at least this much toward the reference camera's view direction
+
+
+def contract(x: torch.Tensor) -> torch.Tensor:
+    """(N, 3) unit-box points -> (N, 3) contracted points in [-2, 2]^3 (identity inside the unit box)."""
+    r = x.abs().amax(-1, keepdim=True).clamp_min(1e-12)
+    return torch.where(r <= 1, x, (2 - 1 / r) * x / r)
+
+
+def uncontract(c: torch.Tensor) -> torch.Tensor:
+    """Inverse of `contract` on (N, 3) points with L-infinity radius < 2."""
+    rho = c.abs().amax(-1, keepdim=True).clamp(1e-12, 2 - 1e-6)
+    return torch.where(rho <= 1, c, c / (rho * (2 - rho)))
+
+
+def ray_box(origins: torch.Tensor, dirs: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Slab test of rays against an axis-aligned box.
+
+    Args:
+        origins, dirs: (R, 3) rays (dirs need not be unit).
+        lo, hi: (3,) box corners.
+    Returns:
+        t_near (R,) clamped to >= 0 and t_far (R,); a ray misses the box where t_far <= t_near.
+    """
+    safe = torch.where(dirs.abs() < 1e-12, torch.full_like(dirs, 1e-12), dirs)
+    t0 = (lo - origins) / safe
+    t1 = (hi - origins) / safe
+    t_near = torch.minimum(t0, t1).amax(-1).clamp_min(0)
+    t_far = torch.maximum(t0, t1).amin(-1)
+    return t_near, t_far
+
+
+@dataclass
+class MarchRays:
+    """Rays as a space marches them.
+
+    Attributes:
+        origins, dirs: (R, 3) in the space's march coordinates (unit box for Box / Contract, NDC for Ndc),
+            dirs unit length.
+        extra: (R, K) per-ray constants the space needs to turn march parameters back into distances
+            (K = 0 for Box; Contract: the exit distance a; Ndc: distance to the near plane, forward component).
+    """
+
+    origins: torch.Tensor
+    dirs: torch.Tensor
+    extra: torch.Tensor
+
+
+class Space:
+    """How unit-box points map to the grid, and how rays are marched through it (see the module docstring).
+
+    Attributes:
+        center: (3,) world point at the unit box's origin.
+        scale: unit-box length per world length.
+    """
+
+    kind = "box"
+    inner_scale = 1.0  # grid length per unit-box length in the inner region
+    bounded = True  # the grid is the unit box: density lattices over the box describe the whole field
+    faces_forward = False  # every camera looks one way (a video sweeps the image plane instead of orbiting)
+
+    def __init__(self, center=(0.0, 0.0, 0.0), scale: float = 1.0):
+        self.center = [float(c) for c in center]
+        self.scale = float(scale)
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "center": list(self.center), "scale": self.scale}
+
+    # ---- points ---------------------------------------------------------------------------------------------
+    def world_to_unit(self, x: np.ndarray) -> np.ndarray:
+        """World points (..., 3) -> unit-box coordinates."""
+        return (np.asarray(x) - np.asarray(self.center)) * self.scale
+
+    def unit_to_world(self, x: np.ndarray) -> np.ndarray:
+        """Unit-box points (..., 3) -> world coordinates."""
+        return np.asarray(x) / self.scale + np.asarray(self.center)
+
+    def to_grid(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, 3) unit-box points -> (N, 3) grid coordinates."""
+        return x
+
+    def from_grid(self, g: torch.Tensor) -> torch.Tensor:
+        """(N, 3) grid coordinates -> (N, 3) unit-box points (inverse of `to_grid`)."""
+        return g
+
+    def displayable(self, g: torch.Tensor) -> torch.Tensor:
+        """(N,) bool: grid points whose unit-box points are finite enough to show."""
+        return torch.ones(len(g), dtype=torch.bool, device=g.device)
+
+    def world_step_scale(self, g: torch.Tensor) -> torch.Tensor:
+        """(N,) unit-box length per grid length along a ray through grid points g (N, 3), radially: what a
+        sample interval of grid length h stands for in the volume-rendering integral."""
+        return torch.ones(len(g), device=g.device)
+
+    # ---- marching -------------------------------------------------------------------------------------------
+    def march_rays(self, origins: torch.Tensor, dirs: torch.Tensor) -> MarchRays:
+        """Unit-box rays (R, 3), unit dirs -> the rays this space marches."""
+        return MarchRays(origins, dirs, origins.new_zeros(len(origins), 0))
+
+    def march_span(self, rays: MarchRays, lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(R,) march parameters u where each ray enters and leaves what may be occupied, given the occupied
+        grid box (lo, hi) (3,); u_far <= u_near: nothing to march."""
+        return ray_box(rays.origins, rays.dirs, lo, hi)
+
+    def march_distance(self, u: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
+        """March parameters u (...) -> distances t along the march rays, with the rays' `extra` (..., K)."""
+        return u
+
+    def march_points(self, origins: torch.Tensor, dirs: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """(..., 3) grid coordinates of the points at distances t (...) along march rays (..., 3)."""
+        return origins + t.unsqueeze(-1) * dirs
+
+    def intervals(self, u: torch.Tensor, step: float, u_far: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
+        """(N,) length along the ray of the steps [u - step/2, u + step/2] (u (N,), their rays' u_far (N,))."""
+        return torch.full_like(u, step)
+
+    def ray_distance(self, t: torch.Tensor, rays: MarchRays, ray_idx: torch.Tensor) -> torch.Tensor:
+        """(M,) distances t of samples along their march rays -> (M,) unit-box distances along the given rays."""
+        return t
+
+
+Box = Space
+
+
+class Contract(Space):
+    """Unbounded scenes: the unit box in the middle half of the grid, the rest of space contracted around it.
+
+    Attributes:
+        near: rays start this far from their origin (unit-box units): nothing is closer to a camera.
+        far: rays end this far from their origin (unit-box units; the grid's outer shell reaches infinity, this
+            only bounds the marching).
+    """
+
+    kind = "contract"
+    inner_scale = 0.5
+    bounded = False
+
+    def __init__(self, center=(0.0, 0.0, 0.0), scale: float = 1.0, far: float = 1000.0, near: float = 0.0):
+        super().__init__(center, scale)
+        self.far, self.near = float(far), float(near)
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "far": self.far, "near": self.near}
+
+    def to_grid(self, x: torch.Tensor) -> torch.Tensor:
+        return 0.5 * contract(x)
+
+    def from_grid(self, g: torch.Tensor) -> torch.Tensor:
+        return uncontract(2 * g)
+
+    def displayable(self, g: torch.Tensor) -> torch.Tensor:
+        """The inner box only (the shell stands for space out to infinity)."""
+        return g.abs().amax(-1) <= 0.5
+
+    def world_step_scale(self, g: torch.Tensor) -> torch.Tensor:
+        """2 r^2 in the contracted shell (r = unit-box radius of the point), 2 inside the inner box."""
+        rho = (2 * g).abs().amax(-1).clamp(max=2 - 1e-6)
+        r = 1 / (2 - rho.clamp_min(1))
+        return 2 * r * r
+
+    def march_rays(self, origins: torch.Tensor, dirs: torch.Tensor) -> MarchRays:
+        a = ray_box(origins, dirs, -torch.ones(3, device=origins.device), torch.ones(3, device=origins.device))[1]
+        return MarchRays(origins, dirs, a.clamp_min(1.0).unsqueeze(-1))
+
+    def march_span(self, rays: MarchRays, lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """From `near` out to `far` (every ray crosses the whole contracted grid)."""
+        a = rays.extra[:, 0]
+        return self._march_parameter(self.near, a), self._march_parameter(self.far, a)
+
+    def march_distance(self, u: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
+        a = extra[..., 0]
+        return torch.where(u <= a, u, a * a / (2 * a - u).clamp_min(1e-9))
+
+    @staticmethod
+    def _march_parameter(t, a: torch.Tensor) -> torch.Tensor:
+        """Inverse of `march_distance`: (R,) march parameters u of distances t (a number or (R,)) on rays with exit
+        distances a (R,)."""
+        t = torch.as_tensor(t, dtype=a.dtype, device=a.device)
+        return torch.where(t <= a, t, 2 * a - a * a / t.clamp_min(1e-9))
+
+    def march_points(self, origins: torch.Tensor, dirs: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        return 0.5 * contract(origins + t.unsqueeze(-1) * dirs)
+
+    def intervals(self, u: torch.Tensor, step: float, u_far: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
+        """Exact even where the disparity-like spacing stretches one step over a long stretch of the ray; a ray's
+        last sample covers the rest of it, to u_far."""
+        upper = torch.where(u + step >= u_far, u_far, u + 0.5 * step)
+        return self.march_distance(upper, extra) - self.march_distance((u - 0.5 * step).clamp_min(0), extra)
+
+
+class Ndc(Space):
+    """Forward-facing scenes: normalized device coordinates of a reference camera.
+
+    Attributes:
+        far: distances along rays are capped here (unit-box units).
+        rotation: (3, 3) camera-to-world rotation of the reference camera (OpenCV axes), nested lists.
+        projection: (4,) ax, ay, bx, by with NDC x = ax * X / Z + bx, y = ay * Y / Z + by in the reference
+            camera's frame (for one pinhole camera ax = 2 fx / width, bx = 2 cx / width - 1;
+            `voxnerf.data.normalize.ndc_space` widens it until every training ray falls inside).
+    """
+
+    kind = "ndc"
+    bounded = False
+    faces_forward = True
+
+    def __init__(self, center=(0.0, 0.0, 0.0), scale: float = 1.0, far: float = 1000.0, rotation=None,
+                 projection=(1.0, 1.0, 0.0, 0.0)):
+        super().__init__(center, scale)
+        self.far = float(far)
+        self.rotation = [list(map(float, row)) for row in (np.eye(3) if rotation is None else rotation)]
+        self.projection = [float(p) for p in projection]
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "far": self.far, "rotation": self.rotation, "projection": self.projection}
+
+    def to_grid(self, x: torch.Tensor) -> torch.Tensor:
+        p = x @ self._rotation(x)
+        ax, ay, bx, by = self.projection
+        z = p[:, 2].clamp_min(1e-6)
+        return torch.stack([ax * p[:, 0] / z + bx, ay * p[:, 1] / z + by, 1 - 2 / z], -1)
+
+    def from_grid(self, g: torch.Tensor) -> torch.Tensor:
+        """Inverse of `to_grid` (NDC z must be < 1)."""
+        ax, ay, bx, by = self.projection
+        z = 2 / (1 - g[:, 2]).clamp_min(1e-6)
+        p = torch.stack([(g[:, 0] - bx) / ax * z, (g[:, 1] - by) / ay * z, z], -1)
+        return p @ self._rotation(g).T
+
+    def displayable(self, g: torch.Tensor) -> torch.Tensor:
+        """Points nearer than NDC z = 0.9."""
+        return g[:, 2] < 0.9
+
+    def march_rays(self, origins: torch.Tensor, dirs: torch.Tensor) -> MarchRays:
+        """NDC origins on the near plane, unit NDC directions, and the constants (distance from the origin to the
+        near plane, forward component of dirs) that `ray_distance` needs."""
+        rot = self._rotation(origins)
+        o, d = origins @ rot, dirs @ rot
+        dz = d[:, 2].clamp_min(MIN_FORWARD)
+        t_near = (1 - o[:, 2]) / dz
+        o_near = o + t_near[:, None] * torch.cat([d[:, :2], dz[:, None]], -1)
+        ax, ay, bx, by = self.projection
+        start = torch.stack([ax * o_near[:, 0] + bx, ay * o_near[:, 1] + by, -torch.ones_like(dz)], -1)
+        end = torch.stack([ax * d[:, 0] / dz + bx, ay * d[:, 1] / dz + by, torch.ones_like(dz)], -1)
+        return MarchRays(start, torch.nn.functional.normalize(end - start, dim=-1), torch.stack([t_near, dz], -1))
+
+    def ray_distance(self, t: torch.Tensor, rays: MarchRays, ray_idx: torch.Tensor) -> torch.Tensor:
+        """Unit-box distance along the original rays of samples at NDC distance t, capped at `far`."""
+        z_ndc = rays.origins[ray_idx, 2] + t * rays.dirs[ray_idx, 2]
+        constants = rays.extra[ray_idx]
+        depth = 2 / (1 - z_ndc).clamp_min(2 / (self.far + 1))  # camera-frame depth, 1 on the near plane
+        return (constants[:, 0] + (depth - 1) / constants[:, 1]).clamp_max(self.far)
+
+    def _rotation(self, like: torch.Tensor) -> torch.Tensor:
+        return torch.as_tensor(self.rotation, dtype=like.dtype, device=like.device)
+
+
+SPACES = {cls.kind: cls for cls in (Box, Contract, Ndc)}
+
+
+def space_from_dict(data: dict | None) -> Space:
+    """The space saved by `Space.to_dict` (a box around the origin when None); reads the first checkpoint
+    format's `ndc_rotation` / `ndc_projection` names too."""
+    data = dict(data or {"kind": "box"})
+    kind = data.pop("kind", "box")
+    if kind not in SPACES:
+        raise VoxnerfError(f"space '{kind}': expected one of {', '.join(SPACES)}")
+    renamed = {"ndc_rotation": "rotation", "ndc_projection": "projection"}
+    data = {renamed.get(k, k): v for k, v in data.items() if not (k in renamed and not v)}
+    if kind != "ndc":
+        data = {k: v for k, v in data.items() if k not in ("rotation", "projection")}
+    if kind == "box":
+        data.pop("far", None)
+    return SPACES[kind](**data)

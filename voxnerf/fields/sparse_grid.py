@@ -1,0 +1,403 @@
+"""A sparse grid of features at the vertices of an R^3 cell grid over the grid cube [-1, 1]^3.
+
+Storage is two-level, VDB-like: a dense int32 index over bricks of 8^3 vertices (R/8 + 1 per axis, so 1024^3
+cells need a 129^3 index, 8.6 MB) points into tables holding only the allocated bricks' vertices. Lookup is two
+gathers per corner, O(1), in plain PyTorch on any device. Memory grows with the allocated bricks, not with R^3.
+
+Each cell is named by its min-corner vertex. Topology changes (`pruned`, `subdivided`) build a new index and the
+`BrickChange` that carries any per-row table (parameters, optimizer moments, occupancy scores) from the old bricks to
+the new one. The occupancy estimator (voxnerf.render.occupancy) keeps its cells in a BrickIndex of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Callable, Iterator
+
+import torch
+from torch import nn
+
+from voxnerf.fields.interpolate import weighted_row_sum
+
+STENCIL_CHUNK = 1 << 18  # vertices per step when a stencil is built for all the bricks (bounds its temporaries)
+
+BRICK = 8
+BRICK_VOLUME = BRICK**3
+CORNERS = torch.tensor([[i, j, k] for i in (0, 1) for j in (0, 1) for k in (0, 1)], dtype=torch.int64)
+LOCAL = torch.stack(torch.meshgrid(*[torch.arange(BRICK)] * 3, indexing="ij"), -1).reshape(-1, 3)
+
+RowRemap = Callable[[torch.Tensor], torch.Tensor]
+"""Maps a per-row table of the old bricks, (V_old, ...) -> (V_new, ...)."""
+
+
+class BrickIndex:
+    """Integer lookup of one set of sparse bricks (no parameters): vertex coordinates -> table rows.
+
+    Attributes:
+        resolution: R, cells per axis.
+        brick_coords: (B, 3) int64 brick coordinates (vertex // 8) of the allocated bricks, in table order.
+        index: (n, n, n) int32 table slot of each brick, -1 if absent; n = R / 8 + 1.
+    """
+
+    def __init__(self, resolution: int, brick_coords: torch.Tensor):
+        if resolution % BRICK:
+            raise ValueError(f"grid resolution must be a multiple of {BRICK}, got {resolution}")
+        self.resolution = resolution
+        self.brick_coords = brick_coords.long()
+        n = self.bricks_per_axis
+        self.index = torch.full((n, n, n), -1, dtype=torch.int32, device=brick_coords.device)
+        c = self.brick_coords
+        self.index[c[:, 0], c[:, 1], c[:, 2]] = torch.arange(len(c), dtype=torch.int32, device=c.device)
+
+    @property
+    def bricks_per_axis(self) -> int:
+        return self.resolution // BRICK + 1
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.brick_coords) * BRICK_VOLUME
+
+    def vertex_slots(self, v: torch.Tensor) -> torch.Tensor:
+        """Table rows of integer vertex coordinates.
+
+        Args:
+            v: (..., 3) int64 vertex coordinates in [0, R].
+        Returns:
+            (...,) int64 rows, -1 where the vertex's brick is not allocated.
+        """
+        n = self.bricks_per_axis
+        b = v >> 3
+        brick = self.index.view(-1)[(b[..., 0] * n + b[..., 1]) * n + b[..., 2]].long()
+        local = v & (BRICK - 1)
+        slot = brick * BRICK_VOLUME + (local[..., 0] * BRICK + local[..., 1]) * BRICK + local[..., 2]
+        return torch.where(brick >= 0, slot, -1)
+
+    def vertex_coords(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, 3) grid points in [-1, 1] -> (N, 3) continuous vertex coordinates in [0, R]."""
+        return ((x + 1) * (0.5 * self.resolution)).clamp(0, self.resolution)
+
+    def cells(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, 3) grid points -> (N, 3) int64 coordinates of the cell holding each."""
+        return self.vertex_coords(x).floor().long().clamp(0, self.resolution - 1)
+
+    def corners(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Trilinear interpolation stencil of each point.
+
+        Brick and in-brick offsets are computed per axis for the two vertex layers (c and c + 1) and combined by
+        broadcasting, so only the final gather touches all 8 corners.
+        Args:
+            x: (N, 3) grid points in [-1, 1].
+        Returns:
+            rows (N, 8) int64 and weights (N, 8) float; corners in unallocated bricks get row 0 and weight 0.
+            Corner k is offset (k >> 2 & 1, k >> 1 & 1, k & 1) from the cell's min corner.
+        """
+        p = self.vertex_coords(x)
+        c = p.floor().clamp(0, self.resolution - 1)
+        f = p - c
+        c = c.long()
+        v = torch.stack([c, c + 1], 1)  # (N, 2, 3): the two vertex layers per axis
+        n = self.bricks_per_axis
+        brick, local = _flat_offsets(v >> 3, n), _flat_offsets(v & (BRICK - 1), BRICK)
+        b = self.index.view(-1)[brick.view(-1, 8)].long()
+        w1 = torch.stack([1 - f, f], 1)  # (N, 2, 3)
+        w = (w1[:, :, 0, None, None] * w1[:, None, :, 1, None] * w1[:, None, None, :, 2]).view(-1, 8)
+        valid = b >= 0
+        return (b * BRICK_VOLUME + local.view(-1, 8)).masked_fill_(~valid, 0), w * valid
+
+    def slot_vertices(self) -> torch.Tensor:
+        """(V, 3) int64 vertex coordinates of every table row (computed once per brick set; do not modify)."""
+        return self._slot_vertices
+
+    @cached_property
+    def _slot_vertices(self) -> torch.Tensor:
+        base = self.brick_coords.unsqueeze(1) * BRICK
+        return (base + LOCAL.to(base.device)).reshape(-1, 3)
+
+    def cell_corner_rows(self) -> torch.Tensor:
+        """(V, 8) int32 rows of the 8 corners of the cell each row is the min corner of, -1 where a corner's
+        brick is not allocated or the row names no cell (computed once per brick set, STENCIL_CHUNK rows at a time;
+        do not modify)."""
+        return self._cell_corner_rows
+
+    @cached_property
+    def _cell_corner_rows(self) -> torch.Tensor:
+        v = self.slot_vertices().clamp_max(self.resolution - 1)
+        rows = torch.empty(len(v), 8, dtype=torch.int32, device=v.device)
+        for i in range(0, len(v), STENCIL_CHUNK):
+            rows[i:i + STENCIL_CHUNK] = self.vertex_slots(v[i:i + STENCIL_CHUNK].unsqueeze(1) + CORNERS.to(v.device))
+        return rows.masked_fill_(~self.real_cells().unsqueeze(1), -1)
+
+    def vertex_points(self) -> torch.Tensor:
+        """(V, 3) float grid coordinates (in [-1, 1]) of every row's vertex (computed once per brick set: the same
+        tensor until the bricks change, so callers may cache what they compute for it; do not modify)."""
+        return self._vertex_points
+
+    @cached_property
+    def _vertex_points(self) -> torch.Tensor:
+        return self.slot_vertices().float() * (2.0 / self.resolution) - 1
+
+    def cell_centers(self) -> torch.Tensor:
+        """(V, 3) float grid coordinates (in [-1, 1]) of the center of the cell each row is the min corner of."""
+        return (self.slot_vertices().float() + 0.5) * (2.0 / self.resolution) - 1
+
+    def real_cells(self) -> torch.Tensor:
+        """(V,) bool, rows that are the min corner of a cell (vertex coordinates < R on every axis)."""
+        return self._real_cells
+
+    @cached_property
+    def _real_cells(self) -> torch.Tensor:
+        return (self.slot_vertices() < self.resolution).all(-1)
+
+    def real_cell_rows(self) -> torch.Tensor:
+        """(K,) int64 rows of `real_cells` (computed once per brick set; do not modify)."""
+        return self._real_cell_rows
+
+    @cached_property
+    def _real_cell_rows(self) -> torch.Tensor:
+        return torch.nonzero(self.real_cells()).squeeze(-1)
+
+
+def _flat_offsets(v: torch.Tensor, n: int) -> torch.Tensor:
+    """(N, 2, 3) integer coordinates of two layers per axis -> (N, 2, 2, 2) flat offsets x * n^2 + y * n + z of
+    the 8 combinations (plain integer arithmetic: no constant tensor built on the device per call)."""
+    x, y, z = v[:, :, 0] * (n * n), v[:, :, 1] * n, v[:, :, 2]
+    return x[:, :, None, None] + y[:, None, :, None] + z[:, None, None, :]
+
+
+def bricks_around_cells(cells: torch.Tensor, bricks_per_axis: int) -> torch.Tensor:
+    """Coordinates of the bricks holding any corner of the given cells.
+
+    Args:
+        cells: (K, 3) int64 cell coordinates.
+        bricks_per_axis: n, the size of the brick grid the bricks live in.
+    Returns:
+        (M, 3) int64 brick coordinates, unique, in raster order (marked on a dense n^3 mask: O(K), no sort).
+    """
+    n = bricks_per_axis
+    mark = torch.zeros(n * n * n, dtype=torch.bool, device=cells.device)
+    for offset in CORNERS.to(cells.device):
+        b = ((cells + offset) >> 3).clamp_max(n - 1)
+        mark[(b[:, 0] * n + b[:, 1]) * n + b[:, 2]] = True
+    lin = torch.nonzero(mark).squeeze(-1)
+    return torch.stack([lin // (n * n), (lin // n) % n, lin % n], -1)
+
+
+@dataclass
+class BrickChange:
+    """A new set of bricks and how per-row tables of the old one carry over to it.
+
+    Attributes:
+        bricks: the new BrickIndex.
+        interpolate: carries values (parameters, optimizer moments, scores): kept rows keep theirs, new vertices of
+            a subdivision interpolate the old field trilinearly.
+        inherit: carries per-cell flags: every new cell takes its parent cell's value (False where it has none).
+    """
+
+    bricks: BrickIndex
+    interpolate: RowRemap
+    inherit: RowRemap
+
+
+def pruned(old: BrickIndex, keep: torch.Tensor) -> BrickChange:
+    """Free every brick that no kept cell touches.
+
+    Args:
+        old: the current bricks.
+        keep: (V,) bool, cells to keep.
+    """
+    wanted = bricks_around_cells(old.slot_vertices()[keep & old.real_cells()], old.bricks_per_axis)
+    n = old.bricks_per_axis
+    old_bricks = old.index.view(-1)[(wanted[:, 0] * n + wanted[:, 1]) * n + wanted[:, 2]].long()
+    old_rows = (old_bricks.unsqueeze(1) * BRICK_VOLUME + torch.arange(BRICK_VOLUME, device=wanted.device)).reshape(-1)
+
+    def remap(table: torch.Tensor) -> torch.Tensor:
+        return table[old_rows]
+
+    return BrickChange(BrickIndex(old.resolution, wanted), remap, remap)
+
+
+def subdivided(old: BrickIndex, cells: torch.Tensor) -> BrickChange:
+    """Halve the cell size where `cells` (V,) bool are marked: their children get bricks at twice the resolution.
+
+    A trilinear field restricted to a sub-cell is trilinear, so `interpolate` preserves a field exactly inside
+    every refined cell.
+    """
+    parents = old.slot_vertices()[cells & old.real_cells()]
+    children = (2 * parents.unsqueeze(1) + CORNERS.to(parents.device)).reshape(-1, 3)
+    new = BrickIndex(2 * old.resolution, bricks_around_cells(children, 2 * old.resolution // BRICK + 1))
+    vertices = new.slot_vertices()
+    rows, w = _stencil_in_chunks(old, vertices.float() / new.resolution * 2 - 1)
+    parent_slots = old.vertex_slots((vertices >> 1).clamp_max(old.resolution - 1))
+
+    def interpolate(table: torch.Tensor) -> torch.Tensor:
+        flat = table.reshape(len(table), -1)
+        return weighted_row_sum(flat, rows, w.to(flat.dtype)).reshape(len(rows), *table.shape[1:])
+
+    def inherit(table: torch.Tensor) -> torch.Tensor:
+        return table[parent_slots.clamp_min(0)] & (parent_slots >= 0)
+
+    return BrickChange(new, interpolate, inherit)
+
+
+def _stencil_in_chunks(bricks: BrickIndex, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`bricks.corners(x)` for many points (N, 3), with int32 rows: (N, 8) int32 rows and (N, 8) weights, built
+    STENCIL_CHUNK points at a time (a refinement to 128^3 builds it for ~2.5M vertices: ~0.6 GB of temporaries at
+    once, ~0.25 GB for the int64 result)."""
+    rows = torch.empty(len(x), 8, dtype=torch.int32, device=x.device)
+    w = torch.empty(len(x), 8, dtype=x.dtype, device=x.device)
+    for i in range(0, len(x), STENCIL_CHUNK):
+        rows[i:i + STENCIL_CHUNK], w[i:i + STENCIL_CHUNK] = bricks.corners(x[i:i + STENCIL_CHUNK])
+    return rows, w
+
+
+class BrickModule(nn.Module):
+    """A module whose per-row tables live on a BrickIndex `bricks`, rebuilt from its `brick_coords` buffer.
+
+    Buffers:
+        brick_coords: (B, 3) int64 allocated bricks (`bricks` is rebuilt from them).
+    """
+
+    def __init__(self, resolution: int, brick_coords: torch.Tensor):
+        super().__init__()
+        self.bricks = BrickIndex(resolution, brick_coords)
+        self.register_buffer("brick_coords", self.bricks.brick_coords)
+
+    @property
+    def resolution(self) -> int:
+        return self.bricks.resolution
+
+    @property
+    def cell_size(self) -> float:
+        """Edge of one cell in grid units."""
+        return 2.0 / self.resolution
+
+    def _apply(self, fn, recurse=True):
+        """Moving the module (`.to(device)`) moves the brick index along with the buffers."""
+        super()._apply(fn, recurse)
+        self.bricks = BrickIndex(self.bricks.resolution, self.brick_coords)
+        return self
+
+    def _set_bricks(self, bricks: BrickIndex) -> None:
+        self.bricks = bricks
+        self.brick_coords = bricks.brick_coords
+
+
+class SparseVoxelGrid(BrickModule):
+    """Vertex features (raw density + C feature channels) on allocated 8^3-vertex bricks.
+
+    Parameters:
+        density: (V,) raw density per vertex, V = 512 * number of bricks.
+        features: (V, C) feature vector per vertex.
+    Buffers:
+        brick_coords: (B, 3) int64 allocated bricks (see BrickModule).
+    Attributes:
+        reads: None, or a list that collects the rows (flat int64 tensors, repeats allowed) of every read of the
+            tables that builds an autograd graph: `recording_reads` sets it. The rows whose gradient a step can make
+            nonzero, without scanning the (V, C) gradients (voxnerf.train.distributed).
+    """
+
+    def __init__(self, resolution: int, brick_coords: torch.Tensor, density: torch.Tensor, features: torch.Tensor):
+        super().__init__(resolution, brick_coords)
+        self.density = nn.Parameter(density)
+        self.features = nn.Parameter(features)
+        self.reads: list[torch.Tensor] | None = None
+
+    @classmethod
+    def dense(cls, resolution: int, feature_dim: int, density_value: float = 0.0, feature_std: float = 0.0,
+              generator: torch.Generator | None = None) -> "SparseVoxelGrid":
+        """A grid with every brick allocated (the coarse starting level), on the CPU."""
+        coords = all_bricks(resolution)
+        rows = len(coords) * BRICK_VOLUME
+        density = torch.full((rows,), density_value)
+        features = torch.randn(rows, feature_dim, generator=generator) * feature_std
+        return cls(resolution, coords, density, features)
+
+    @classmethod
+    def from_state_dict(cls, state: dict, resolution: int) -> "SparseVoxelGrid":
+        """Rebuild a grid saved with `state_dict()` (the bricks come from the saved brick coordinates)."""
+        return cls(resolution, state["brick_coords"], state["density"], state["features"])
+
+    @property
+    def num_bricks(self) -> int:
+        return len(self.brick_coords)
+
+    def extra_repr(self) -> str:
+        return f"resolution={self.resolution}, bricks={self.num_bricks}"
+
+    # ---- lookup ---------------------------------------------------------------------------------------------
+    def stencil(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Corner rows (N, 8) and trilinear weights (N, 8) of grid points (N, 3); see BrickIndex.corners."""
+        return self.bricks.corners(x)
+
+    def density_at(self, rows: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """Raw density (N,) interpolated with a stencil from `stencil`."""
+        return weighted_row_sum(self.density, self._read(rows), weights)
+
+    def features_at(self, rows: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """Features (N, C) interpolated with a stencil from `stencil`."""
+        return weighted_row_sum(self.features, self._read(rows), weights)
+
+    @contextlib.contextmanager
+    def recording_reads(self) -> Iterator[list[torch.Tensor]]:
+        """While entered, the rows read under autograd are collected in the list it yields (see `reads`)."""
+        self.reads = []
+        try:
+            yield self.reads
+        finally:
+            self.reads = None
+
+    def _read(self, rows: torch.Tensor) -> torch.Tensor:
+        """`rows` (any shape), noted in `reads` when recording and the read builds a graph."""
+        if self.reads is not None and torch.is_grad_enabled():
+            self.reads.append(rows.reshape(-1))
+        return rows
+
+    def total_variation(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Squared differences between the given vertices and their +x, +y, +z neighbours (where allocated).
+
+        Args:
+            rows: (N,) int64 table rows.
+        Returns:
+            mean squared difference of raw density () and of features (), over the existing neighbour pairs.
+        """
+        local = rows % BRICK_VOLUME
+        offsets = torch.stack([local // (BRICK * BRICK), (local // BRICK) % BRICK, local % BRICK], -1)
+        v = self.brick_coords[rows // BRICK_VOLUME] * BRICK + offsets
+        n = v.unsqueeze(1) + torch.eye(3, dtype=torch.long, device=v.device)  # (N, 3, 3) neighbours
+        nb = self.bricks.vertex_slots(n.clamp_max(self.resolution))
+        valid = (nb >= 0) & (n <= self.resolution).all(-1)
+        nb = self._read(nb[valid])
+        here = self._read(rows.unsqueeze(1).expand_as(valid)[valid])
+        if len(nb) == 0:
+            zero = self.density.sum() * 0
+            return zero, zero
+        d_density = (self.density[here] - self.density[nb]).pow(2).mean()
+        d_features = (self.features[here] - self.features[nb]).pow(2).mean()
+        return d_density, d_features
+
+    # ---- topology -------------------------------------------------------------------------------------------
+    def prune(self, keep: torch.Tensor) -> BrickChange:
+        """Free every brick that no kept cell (V,) bool touches; kept bricks keep their values."""
+        change = pruned(self.bricks, keep)
+        self._change_bricks(change)
+        return change
+
+    def subdivide(self, cells: torch.Tensor) -> BrickChange:
+        """Halve the cell size where `cells` (V,) bool are marked; the new vertices interpolate the old field."""
+        change = subdivided(self.bricks, cells)
+        self._change_bricks(change)
+        return change
+
+    def _change_bricks(self, change: BrickChange) -> None:
+        self._set_bricks(change.bricks)
+        with torch.no_grad():
+            self.density = nn.Parameter(change.interpolate(self.density.detach()))
+            self.features = nn.Parameter(change.interpolate(self.features.detach()))
+
+
+def all_bricks(resolution: int) -> torch.Tensor:
+    """(B, 3) int64 coordinates of every brick of an R^3 grid (on the CPU)."""
+    n = resolution // BRICK + 1
+    return torch.stack(torch.meshgrid(*[torch.arange(n)] * 3, indexing="ij"), -1).reshape(-1, 3)

@@ -1,0 +1,122 @@
+"""Ray marching through the occupancy: which sample points a ray visits, chosen without gradients.
+
+Coarse-then-fine marching: coarse steps of half a brick test the dilated brick occupancy; each occupied coarse step
+expands into fine steps that test the cell occupancy. Rays advance in rounds of `chunk` coarse steps; after each
+round the density of the new samples (asked of the field through `sigma_fn`) updates each ray's transmittance,
+samples with alpha below `alpha_min` are dropped, and rays whose transmittance fell below `transmittance_min` stop
+(early ray termination).
+
+Made for a GPU fed by the host: a round compacts twice (one `nonzero` over the coarse steps, one over the fine
+ones) and everything else is gathers and masks: a march waits on the device 2 * rounds + 2 times, not once per
+filter (tests/test_host_sync.py counts it): the round count, two per round, the final compaction.
+
+The space (voxnerf.data.space) says where rays start and end, how the march parameter u turns into distances and grid
+points, and how long each sample's interval is.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from voxnerf.data.space import MarchRays
+from voxnerf.fields.base import Lookup
+from voxnerf.fields.sparse_grid import BRICK
+from voxnerf.render.volrend import exclusive_segment_cumsum
+
+SigmaFn = Callable[[torch.Tensor], tuple[torch.Tensor, Lookup]]
+"""(N, 3) grid points -> sigma (N,) and the points' Lookup."""
+
+
+@dataclass
+class Samples:
+    """Packed samples, sorted by ray then distance.
+
+    Attributes:
+        ray_idx: (M,) int64 ray of each sample.
+        t: (M,) distance of each sample point from its march ray's origin.
+        u: (M,) its march parameter (samples are evenly spaced in u, `step` apart).
+        delta: (M,) length of the interval each sample stands for (same units as t).
+        lookup: the field's Lookup of each sample point (tensors (M, ...)), reused for density and color.
+        candidates: () number of fine sample positions the rays crossed (before any skipping), on the device.
+    """
+
+    ray_idx: torch.Tensor
+    t: torch.Tensor
+    u: torch.Tensor
+    delta: torch.Tensor
+    lookup: Lookup
+    candidates: torch.Tensor
+
+
+@torch.no_grad()
+def march(
+    occupancy,
+    rays: MarchRays,
+    sigma_fn: SigmaFn,
+    step: float,
+    offsets: torch.Tensor,
+    alpha_min: float = 1e-4,
+    transmittance_min: float = 1e-4,
+    chunk: int = 16,
+) -> Samples:
+    """Sample points along rays, skipping empty space and stopping where rays become opaque.
+
+    Args:
+        occupancy: the OccupancyGrid (voxnerf.render.occupancy): its cells, bricks, occupied box and space.
+        rays: (R) rays in the space's march coordinates.
+        sigma_fn: density of grid points, used without gradients.
+        step: fine step length in u; coarse steps span half a brick, a whole number of fine steps.
+        offsets: (R,) in [0, 1): where in its fine step each ray's samples sit (0.5 for deterministic renders).
+        alpha_min: samples less opaque than this are dropped.
+        transmittance_min: a ray stops once its transmittance falls below this.
+        chunk: coarse steps marched per round before transmittance is updated.
+    Returns:
+        Samples, sorted by ray and distance.
+    """
+    space, origins, dirs, extra = occupancy.space, rays.origins, rays.dirs, rays.extra
+    device, n_rays = origins.device, len(origins)
+    substeps = max(1, int(round(0.5 * BRICK * occupancy.cell_size / (space.inner_scale * step))))
+    coarse = substeps * step
+    u_near, u_far = space.march_span(rays, occupancy.bbox[0], occupancy.bbox[1])
+    span = (u_far - u_near).clamp_min(0)
+    n_coarse = int((span / coarse).ceil().amax().item()) if n_rays else 0  # host sync: how many rounds
+    candidates = (span / step).ceil().sum()
+    tau_max = -math.log(transmittance_min) if transmittance_min > 0 else math.inf
+    tau = torch.zeros(n_rays, device=device)
+    marching = u_far > u_near  # (R,) rays not yet past their end nor opaque
+    fine = torch.arange(substeps, device=device)
+    rounds: list[tuple] = []
+    for start in range(0, n_coarse, chunk):
+        j = torch.arange(start, min(start + chunk, n_coarse), device=device)
+        u_c = u_near[:, None] + j * coarse  # (R, J) coarse steps of every ray, tested densely
+        x_c = space.march_points(origins[:, None], dirs[:, None], space.march_distance(u_c, extra[:, None]))
+        in_brick = occupancy.in_occupied_brick(x_c.view(-1, 3)).view(u_c.shape)
+        live = marching[:, None] & (u_c < u_far[:, None]) & in_brick
+        ray_c, j_c = torch.nonzero(live, as_tuple=True)  # host sync 1 of the round
+        ray = ray_c[:, None].expand(-1, substeps).reshape(-1)
+        u = (u_c[ray_c, j_c][:, None] + (fine + offsets[ray_c, None]) * step).reshape(-1)
+        t = space.march_distance(u, extra[ray])
+        x = space.march_points(origins[ray], dirs[ray], t)
+        inside = torch.nonzero((u < u_far[ray]) & occupancy.is_occupied(x)).squeeze(-1)  # host sync 2
+        ray, u, t, x = ray[inside], u[inside], t[inside], x[inside]
+        delta = space.intervals(u, step, u_far[ray], extra[ray])
+        sigma, lookup = sigma_fn(x)
+        tau_step = sigma * delta
+        before = tau[ray] + exclusive_segment_cumsum(tau_step, ray)
+        keep = (before < tau_max) & (-torch.expm1(-tau_step) >= alpha_min)
+        rounds.append((keep, ray, t, u, delta, *lookup))
+        tau.index_add_(0, ray, tau_step)
+        marching = marching & (tau < tau_max)
+    if not rounds:
+        sigma, lookup = sigma_fn(torch.zeros(0, 3, device=device))
+        empty = torch.zeros(0, device=device)
+        return Samples(empty.long(), empty, empty, empty, lookup, candidates)
+    keep, *columns = (torch.cat(c) for c in zip(*rounds))
+    kept = torch.nonzero(keep).squeeze(-1)  # the march's last host sync
+    kept = kept[torch.argsort(columns[0][kept], stable=True)]  # rounds come in distance order: stable sort suffices
+    ray_idx, t, u, delta, *lookup = (c[kept] for c in columns)
+    return Samples(ray_idx, t, u, delta, tuple(lookup), candidates)

@@ -1,0 +1,119 @@
+"""Rendering rays through a radiance field: the estimator marches (no grad), then differentiable density,
+weights and color from the field."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+from torch.utils.checkpoint import checkpoint
+
+from voxnerf.fields.base import Field, Lookup
+from voxnerf.render.volrend import accumulate, distortion, render_weights
+
+if TYPE_CHECKING:
+    from voxnerf.render.model import Model
+
+
+@dataclass
+class RenderConfig:
+    step_ratio: float = 0.5  # fine step as a fraction of the cell edge
+    alpha_min: float = 1e-4  # samples less opaque than this are skipped
+    transmittance_min: float = 1e-4  # rays stop once their transmittance falls below this
+    color_weight_min: float = 1e-4  # color is evaluated only where the compositing weight exceeds this
+    march_chunk: int = 16  # coarse steps per marching round (between early-termination checks)
+    checkpoint_chunk: int = 0  # >0: evaluate the field under gradient checkpointing in chunks of this many samples
+
+
+@dataclass
+class RenderResult:
+    """Per-ray outputs of `render_rays` (R rays) and sample statistics."""
+
+    rgb: torch.Tensor  # (R, 3) composited on the background
+    opacity: torch.Tensor  # (R,) accumulated weight
+    depth: torch.Tensor  # (R,) sum of weight * distance along the ray (unit-box units): divide by opacity
+    sample_alpha_sum: torch.Tensor  # () sum of the samples' opacities (for sparsity regularization)
+    distortion: torch.Tensor  # () distortion loss summed over rays, in grid units of the march (0 unless asked)
+    num_samples: int  # samples whose density was evaluated with gradients
+    num_color_samples: int  # samples whose color was evaluated
+    num_candidates: torch.Tensor  # () fine positions the rays crossed inside the occupied box (on the device)
+
+
+def _chunked(fn, chunk: int, *args: torch.Tensor) -> torch.Tensor:
+    """fn(*args) evaluated in row chunks under gradient checkpointing (activations recomputed in backward)."""
+    n = len(args[0])
+    if n == 0 or not chunk:
+        return fn(*args)
+    parts = [checkpoint(fn, *(a[i:i + chunk] for a in args), use_reentrant=False) for i in range(0, n, chunk)]
+    return torch.cat(parts)
+
+
+def sigma_fn(field: Field):
+    """The estimator's density callback: grid points (N, 3) -> (sigma (N,) without gradient, their Lookup)."""
+
+    def query(g: torch.Tensor) -> tuple[torch.Tensor, Lookup]:
+        lookup = field.lookup(g)
+        return field.density(lookup), lookup
+
+    return query
+
+
+def render_rays(
+    model: Model,
+    origins: torch.Tensor,
+    dirs: torch.Tensor,
+    background: torch.Tensor,
+    cfg: RenderConfig,
+    jitter: torch.Generator | None = None,
+    amp_dtype: torch.dtype | None = None,
+    with_distortion: bool = False,
+    images: torch.Tensor | None = None,
+) -> RenderResult:
+    """Render rays given in unit-box coordinates (the model's space maps them to the grid).
+
+    Args:
+        model: the field and the occupancy estimator that marches rays through it (and holds the space).
+        origins, dirs: (R, 3) rays in unit-box coordinates, dirs unit length.
+        background: (R, 3) or (3,) color behind each ray.
+        cfg: sampling and skipping thresholds.
+        jitter: random generator for stratified sample offsets (training), or None for mid-step samples.
+        amp_dtype: autocast dtype for the color MLP (torch.bfloat16 on CPU, torch.float16 on CUDA), or None.
+        with_distortion: compute the distortion loss (voxnerf.render.volrend.distortion) over the march parameter.
+        images: (R,) int64 training image of each ray, for the model's appearance codes (None: the fixed code of
+            views not trained on).
+    Returns:
+        RenderResult with FP32 outputs (compositing is always FP32).
+    """
+    n = len(origins)
+    field, estimator = model.field, model.estimator
+    space = estimator.space
+    step = cfg.step_ratio * estimator.cell_size / space.inner_scale
+    if jitter is None:
+        offsets = torch.full((n,), 0.5, device=origins.device)
+    else:
+        offsets = torch.rand(n, generator=jitter, device=origins.device)
+    rays = space.march_rays(origins, dirs)
+    samples = estimator.march(rays, sigma_fn(field), step, offsets, cfg.alpha_min, cfg.transmittance_min,
+                              cfg.march_chunk)
+    ray_idx = samples.ray_idx
+    sigmas = _chunked(lambda *lookup: field.density(lookup), cfg.checkpoint_chunk, *samples.lookup)
+    weights, transmittance = render_weights(sigmas, samples.delta, ray_idx)
+    colored = torch.nonzero(weights.detach() > cfg.color_weight_min).squeeze(-1)  # one host sync
+    color_rays = ray_idx[colored]
+    color_args = (dirs[color_rays], *(a[colored] for a in samples.lookup))
+    if model.appearance is None:
+        rgb_s = _chunked(lambda d, *lookup: field.color(lookup, d, amp_dtype), cfg.checkpoint_chunk, *color_args)
+    else:
+        codes = model.appearance(images, n)[color_rays]
+        rgb_s = _chunked(lambda c, d, *lookup: field.color(lookup, d, amp_dtype, c), cfg.checkpoint_chunk, codes,
+                         *color_args)
+    opacity = accumulate(weights, ray_idx, n)
+    rgb = accumulate(weights[colored], ray_idx[colored], n, rgb_s)
+    distance = space.ray_distance(samples.t, rays, ray_idx)
+    depth = accumulate(weights, ray_idx, n, distance.unsqueeze(-1)).squeeze(-1)
+    rgb = rgb + (1 - opacity).unsqueeze(-1) * background
+    alpha_sum = (weights / transmittance.clamp_min(1e-10)).sum()
+    dist = (distortion(weights, samples.u * space.inner_scale, step * space.inner_scale, ray_idx)
+            if with_distortion else torch.zeros((), device=origins.device))
+    return RenderResult(rgb, opacity, depth, alpha_sum, dist, len(ray_idx), len(colored), samples.candidates)

@@ -1,0 +1,98 @@
+"""Training rays: an image pyramid (progressive resolution) and random pixel batches with random backgrounds."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from voxnerf.data.images import premultiplied, to_uint8
+from voxnerf.data.rays import pixel_rays
+from voxnerf.data.scene import Scene
+from voxnerf.data.space import Space
+
+
+class RaySampler:
+    """Random rays from one split's images at a chosen scale, in the grid's unit box.
+
+    Images are held as premultiplied RGBA uint8, (K, h, w, 4) per scale, on the training device (a quarter of the
+    memory of float32) and turned into floats per batch, for the sampled pixels only. The split is decoded once, at
+    full size; each smaller scale of the pyramid is area-pooled from it.
+
+    Args:
+        scene: the scene (images loaded); all images of the split must share one size.
+        indices: (K,) image indices to draw from.
+        device: where rays are produced.
+        space: the field's space (its center and scale take world rays into the unit box).
+    """
+
+    def __init__(self, scene: Scene, indices: np.ndarray, device: torch.device, space: Space):
+        self.device = device
+        self.scene, self.indices = scene, indices
+        self.cameras = scene.cameras.subset(indices)
+        self.center = torch.as_tensor(space.center, dtype=torch.float32, device=device)
+        self.scale = space.scale
+        self._full: torch.Tensor | None = None
+        self._pyramid: dict[float, tuple[torch.Tensor, dict[str, torch.Tensor]]] = {}
+
+    def _full_images(self) -> torch.Tensor:
+        """(K, H, W, 4) uint8 premultiplied images at full size, decoded once, one image at a time so that no
+        float copy of the whole split is ever held."""
+        if self._full is None:
+            w, h = (int(v) for v in self.cameras.sizes[0])
+            self._full = torch.empty(len(self.indices), h, w, 4, dtype=torch.uint8, device=self.device)
+            for k, i in enumerate(self.indices):
+                self._full[k] = to_uint8(premultiplied(self.scene.rgba(i))).to(self.device)
+        return self._full
+
+    def _pooled(self, size: tuple[int, int]) -> torch.Tensor:
+        """(K, h, w, 4) uint8: the full-size images area-pooled to `size` (h, w), one image at a time."""
+        full = self._full_images()
+        if tuple(full.shape[1:3]) == size:
+            return full
+        out = torch.empty(len(full), *size, 4, dtype=torch.uint8, device=self.device)
+        for k, image in enumerate(full):
+            planes = image.permute(2, 0, 1)[None].float() / 255.0
+            out[k] = to_uint8(F.interpolate(planes, size=size, mode="area")[0].permute(1, 2, 0))
+        return out
+
+    def at_scale(self, scale: float) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The pyramid's images (K, h, w, 4) uint8 at `scale` and their cameras as tensors on the device."""
+        if scale not in self._pyramid:
+            w, h = (int(v) for v in self.cameras.sizes[0])
+            size = (max(1, round(h * scale)), max(1, round(w * scale)))
+            cams = self.cameras.scaled(size[1] / w)
+            tensors = {
+                "c2w": torch.from_numpy(cams.c2w).float(),
+                "intrinsics": torch.from_numpy(cams.intrinsics).float(),
+                "distortion": torch.from_numpy(cams.distortion).float() if cams.distortion.any() else None,
+            }
+            self._pyramid[scale] = (self._pooled(size), {k: v.to(self.device) if v is not None else None
+                                                          for k, v in tensors.items()})
+        return self._pyramid[scale]
+
+    def sample(self, n: int, scale: float, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        """A batch of random rays.
+
+        Returns:
+            dict with origins (n, 3) and dirs (n, 3) in the unit box, image (n,) the ray's index among the
+            sampler's images, target (n, 3) composited on `background`
+            (n, 3) of random colors. Where pixels are transparent the field must learn to let the background
+            through; where they are opaque (all of an opaque photo's pixels) the background is not in the target,
+            so a ray that is not fully opaque is penalized: the field cannot fake dark colors with transparency.
+        """
+        images, cams = self.at_scale(scale)
+        k, h, w, _ = images.shape
+        dev = generator.device
+        img = torch.randint(0, k, (n,), generator=generator, device=dev).to(self.device)
+        v = torch.randint(0, h, (n,), generator=generator, device=dev).to(self.device)
+        u = torch.randint(0, w, (n,), generator=generator, device=dev).to(self.device)
+        rgba = images[img, v, u].float() / 255.0
+        uv = torch.stack([u, v], -1).float() + 0.5
+        dist = cams["distortion"][img] if cams["distortion"] is not None else None
+        origins, dirs = pixel_rays(cams["c2w"][img], cams["intrinsics"][img], dist, uv)
+        background = torch.rand(n, 3, generator=generator, device=dev).to(self.device)
+        target = rgba[:, :3] + (1 - rgba[:, 3:]) * background
+        return {"origins": (origins - self.center) * self.scale, "dirs": dirs, "image": img, "target": target,
+                "background": background}
+

@@ -1,0 +1,99 @@
+"""Occupancy and topology as a strategy: when to update occupancy and refine the model (the loop only calls hooks)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+import torch
+
+from voxnerf.fields import Field
+from voxnerf.fields.sparse_grid import STENCIL_CHUNK
+from voxnerf.render.model import Model
+from voxnerf.render.occupancy import OccupancyConfig
+from voxnerf.run.config import Level
+
+
+class FixedPointsDensity:
+    """A density callback that computes the field's Lookup of one fixed tensor of points once (the estimator's
+    vertices: the trilinear stencil is most of the cost of an occupancy update) and reuses it; other points are
+    looked up as usual. Valid while neither the points nor the field's topology change."""
+
+    def __init__(self, field: Field, points: torch.Tensor):
+        self.field, self.points = field, points
+        with torch.no_grad():  # in chunks: the lookup's temporaries are several times its result
+            parts = [field.lookup(points[i:i + STENCIL_CHUNK]) for i in range(0, max(len(points), 1), STENCIL_CHUNK)]
+        self.lookup = tuple(torch.cat(columns) for columns in zip(*parts))
+
+    def __call__(self, g: torch.Tensor) -> torch.Tensor:
+        if g is not self.points:
+            return self.field.density_at(g)
+        return self.field.density(self.lookup)
+
+
+def occupancy_for_ranks(cfg: OccupancyConfig, ranks: int) -> OccupancyConfig:
+    """The occupancy schedule for a job whose every step draws `ranks` batches (data-parallel ranks).
+
+    The configured schedule counts steps of one batch. Counted in rays instead, a step of `ranks` batches is
+    `ranks` such steps: warm-up ends after as many rays (warmup_steps / ranks steps, rounded up) and each update
+    decays the scores as far as one process's updates would over the same rays (decay ** ranks per update, which
+    still come every `update_every` steps: no more work per step). Without it the occupancy of a 2-rank job lagged
+    a single process's by half the rays, and its rays took 1.5x the samples.
+    """
+    return replace(cfg, warmup_steps=math.ceil(cfg.warmup_steps / ranks), decay=cfg.decay ** ranks)
+
+
+@dataclass
+class TopologyStrategy:
+    """Keeps the estimator's occupancy current and the model's resolution on the level schedule.
+
+    Hooks: `skipping(step)` says whether empty-space skipping is active yet; `step_post_backward(...)` runs
+    after each optimizer step and may update occupancy and refine the field and the estimator. `reduce_max`
+    combines the occupancy statistic (V,) over the ranks of a multi-process job before thresholding, so every
+    rank takes the same decision (the default, for one process, leaves it as it is); `share` = (rank, ranks) splits
+    the statistic's work among them (see OccupancyGrid.update).
+    """
+
+    occupancy: OccupancyConfig
+    levels: list[Level]
+    step_ratio: float
+    reduce_max: Callable[[torch.Tensor], torch.Tensor] = lambda t: t
+    share: tuple[int, int] = (0, 1)
+    _density: FixedPointsDensity | None = field(default=None, init=False, repr=False)
+
+    def skipping(self, step: int) -> bool:
+        """False during warm-up: every cell is occupied and no sample is skipped, so training can start."""
+        return step >= self.occupancy.warmup_steps
+
+    def level(self, progress: float) -> Level:
+        """The schedule level active at `progress` in [0, 1]."""
+        return next((lv for lv in self.levels if progress < lv.until), self.levels[-1])
+
+    def update_occupancy(self, model: Model) -> None:
+        """The estimator's occupancy from the field's current density (see OccupancyGrid.update)."""
+        vertices = model.estimator.vertices()
+        if self._density is None or self._density.points is not vertices or self._density.field is not model.field:
+            self._density = FixedPointsDensity(model.field, vertices)
+        model.estimator.update(self._density, self.occupancy, self.step_ratio, self.reduce_max, self.share)
+
+    def step_post_backward(self, step: int, progress: float, model: Model,
+                           optimizer: torch.optim.Optimizer | None) -> bool:
+        """Occupancy update and refinement due after `step`.
+
+        Returns:
+            True when the model's topology changed (so callers can re-check ranks or caches).
+        """
+        cfg = self.occupancy
+        if step + 1 < cfg.warmup_steps:
+            return False
+        if (step + 1) % cfg.update_every == 0 or step + 1 == cfg.warmup_steps:
+            self.update_occupancy(model)
+        target = self.level(progress).resolution
+        if model.estimator.resolution >= target:
+            return False
+        self.update_occupancy(model)
+        model.field.refine(target, model.estimator.is_occupied, optimizer)
+        model.estimator.refine(target)
+        self._density = None  # the field's lookups changed with its topology
+        return True
