@@ -78,7 +78,8 @@ def run_variant(config: str, budget: float, eval_at: list[float], overrides: lis
 def spawn_variant(args, name: str, overrides: list[str], code: Path = REPO) -> dict:
     """Train one variant in a child process, with the voxnerf package and configs of the checkout `code`."""
     out = Path(args.out) / name.replace(" ", "_").replace("(", "").replace(")", "")
-    cmd = [sys.executable, __file__, "--single", "--config", args.config, "--budget", str(args.budget),
+    script = code / "benchmarks" / Path(__file__).name  # each checkout's own script: it imports its own modules
+    cmd = [sys.executable, str(script), "--single", "--config", args.config, "--budget", str(args.budget),
            "--eval-at", ",".join(str(t) for t in args.eval_at), "--threads", str(args.threads), "--out", str(out)]
     for o in overrides:
         cmd += ["--set", o]

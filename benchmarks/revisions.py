@@ -16,6 +16,8 @@ def checkout(revision: str) -> Iterator[Path]:
     """A detached worktree of `revision` (its voxnerf package and configs), removed afterwards."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "baseline"
+        if (REPO.parent / "shared").exists():  # its benchmark scripts find the data beside their checkout
+            (Path(tmp) / "shared").symlink_to(REPO.parent / "shared")
         subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(path), revision],
                        check=True, capture_output=True)
         try:

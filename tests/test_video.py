@@ -116,3 +116,16 @@ def test_a_bad_camera_path_file_is_named_with_its_problem(tmp_path, change, mess
     with pytest.raises(SceneError, match=message) as error:
         load_camera_path(tmp_path / "p.json")
     assert "p.json" in str(error.value)
+
+
+def test_a_smooth_path_turns_a_camera_in_place_evenly_and_interpolates_its_values():
+    from scipy.spatial.transform import Rotation
+
+    from voxnerf.view.paths import smooth_path
+
+    turns = Rotation.from_euler("y", [[0.0], [90.0]], degrees=True).as_matrix()
+    c2w = np.concatenate([turns, np.zeros((2, 3, 1))], -1)  # one point, two headings
+    poses, fovs = smooth_path(c2w, 5, np.array([40.0, 60.0]))
+    angles = np.degrees((Rotation.from_matrix(poses[:, :, :3]) * Rotation.from_matrix(turns[0]).inv()).magnitude())
+    assert np.allclose(angles, [0, 22.5, 45, 67.5, 90], atol=0.5)  # no jump: the turn takes the whole path
+    assert np.allclose(poses[:, :, 3], 0) and np.allclose(fovs, [40, 45, 50, 55, 60])

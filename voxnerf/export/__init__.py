@@ -1,10 +1,12 @@
-"""Geometry out of a trained run: meshes, point clouds, and an open3d view of the learned occupancy.
+"""Geometry out of a trained run: meshes and point clouds (the open3d occupancy view is in voxnerf.view).
 
-    from voxnerf.run.load import load_run
+May import: `voxnerf.errors`, `system`, `data`, `fields`, `render`, `run`; never `train` or `view`.
+
+    from voxnerf.run import load_run
     from voxnerf.export import export_mesh, export_pointcloud
     run = load_run("runs/lego")
     mesh = export_mesh(run, "lego.ply")                      # density iso-surface (opacity 0.5), world units
-    iso = auto_iso(run, crop_box(run)).iso               # the iso value matching the rendered silhouettes
+    iso = auto_iso(run, crop_box(run)).iso                   # the iso value matching the rendered silhouettes
     mesh = export_mesh(run, "lego_auto.ply", iso=iso)
     mesh = export_mesh(run, "lego_tsdf.ply", method="tsdf")   # TSDF fusion of rendered depth
     pcd = export_pointcloud(run, "lego_points.ply")           # surface points with colors and normals
