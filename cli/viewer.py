@@ -19,8 +19,8 @@ def viewer(
     port: int = typer.Option(8080, help="Port to serve on (the next free one when taken; 0: any free port)."),
     max_resolution: int = typer.Option(256, help="Longest side, in pixels, of a still view's final render (a "
                                                   "CPU takes seconds for 256 px)."),
-    camera_images: bool = typer.Option(True, help="Show each training camera's image in its frustum (reads "
-                                                  "the scene's images once)."),
+    camera_images: bool = typer.Option(True, help="Offer each training camera's image in its frustum (the 'camera "
+                                                  "images' box, off at first; reads the scene's images once)."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
     threads: int = threads_option(),
     scene: Path = typer.Option(None, help="Scene folder, when it moved since training (default: the recorded one)."),
