@@ -95,8 +95,7 @@ def main() -> None:
     parser.add_argument("--png", type=Path, default=Path("docs/export_lego.png"))
     parser.add_argument("--mesh", type=Path, default=None, help="where to write the automatic-iso-value mesh "
                                                                "(default: RUN/mesh_auto.ply)")
-    parser.add_argument("--blur", type=float, nargs="*", default=[], help="also score these --blur values")
-    parser.add_argument("--taubin", type=int, nargs="*", default=[], help="also score these --taubin values")
+    parser.add_argument("--taubin", type=int, nargs="*", default=[], help="also score these Taubin iterations")
     args = parser.parse_args()
     run = load_run(args.run)
     scene = run.scene()
@@ -104,9 +103,8 @@ def main() -> None:
     chosen = auto_iso(run, crop_box(run))
     iso_s = time.perf_counter() - start
     _, fixed = measure(run, scene, DEFAULT_ISO, args.run / "mesh_fixed.ply")
-    _, head_on = measure(run, scene, chosen.iso, args.run / "mesh_head_on.ply", colors="field", blur=0.0, taubin=0)
-    variants = [{"blur": b, "taubin": 0} for b in args.blur] + [{"blur": 0.0, "taubin": t} for t in args.taubin]
-    smoothed = [measure(run, scene, chosen.iso, args.run / "mesh_variant.ply", **v)[1] for v in variants]
+    _, head_on = measure(run, scene, chosen.iso, args.run / "mesh_head_on.ply", colors="field", taubin=0)
+    smoothed = [measure(run, scene, chosen.iso, args.run / "mesh_variant.ply", taubin=t)[1] for t in args.taubin]
     mesh, auto = measure(run, scene, chosen.iso, args.mesh or args.run / "mesh_auto.ply")
     auto |= {"iso_s": round(iso_s, 2), "iso_iou": round(chosen.iou, 4), "iso_rays": chosen.rays}
     test = scene.cameras.subset(scene.split_indices("test")[:1])

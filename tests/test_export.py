@@ -132,7 +132,7 @@ def test_density_mesh_is_within_a_voxel_of_the_true_surface(run, toy, voxel, tmp
     chamfer, normals = chamfer_and_normals(o3d.io.read_triangle_mesh(str(tmp_path / "m.ply")), toy)
     assert chamfer <= voxel
     assert normals >= 0.9
-    assert mesh.is_watertight(), "block meshes must weld into closed surfaces"
+    assert mesh.is_edge_manifold(allow_boundary_edges=False), "block meshes must weld into closed surfaces"
 
 
 def test_auto_iso_keeps_the_toy_mesh_within_a_voxel_of_the_true_surface(run, toy, voxel, tmp_path):
@@ -140,7 +140,7 @@ def test_auto_iso_keeps_the_toy_mesh_within_a_voxel_of_the_true_surface(run, toy
     assert chosen.iou >= 0.95 and chosen.rays > 1000
     mesh = export_mesh(run, tmp_path / "auto.ply", iso=chosen.iso)
     chamfer, normals = chamfer_and_normals(mesh, toy)
-    assert chamfer <= voxel and normals >= 0.9 and mesh.is_watertight()
+    assert chamfer <= voxel and normals >= 0.9 and mesh.is_edge_manifold(allow_boundary_edges=False)
 
 
 def test_silhouette_density_keeps_the_default_when_it_separates_the_rays_best():
@@ -210,11 +210,11 @@ def test_weighted_median_ignores_a_bright_outlier_that_a_mean_would_keep():
     assert medians[0, 0] == pytest.approx(0.21)
 
 
-@pytest.mark.parametrize("smoothing", [{"blur": 1.0}, {"taubin": 10}])
-def test_smoothing_keeps_the_toy_mesh_within_a_voxel_of_the_true_surface(run, toy, voxel, smoothing):
-    plain = field_mesh(run, crop_box(run), blur=0.0, taubin=0)
-    smooth = field_mesh(run, crop_box(run), **{"blur": 0.0, "taubin": 0, **smoothing})
-    assert len(smooth.triangles) > 0.5 * len(plain.triangles)
+def test_smoothing_keeps_the_toy_mesh_within_a_voxel_of_the_true_surface(run, toy, voxel):
+    plain = field_mesh(run, crop_box(run), taubin=0)
+    smooth = field_mesh(run, crop_box(run), taubin=10)
+    moved = np.linalg.norm(np.asarray(smooth.vertices) - np.asarray(plain.vertices), axis=1)
+    assert 0 < moved.max() <= voxel
     assert distance_to_surface(toy, np.asarray(smooth.vertices)).max() <= voxel
     chamfer, normals = chamfer_and_normals(smooth, toy)
     assert chamfer <= chamfer_and_normals(plain, toy)[0] + 0.1 * voxel and normals >= 0.95

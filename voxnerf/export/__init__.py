@@ -29,7 +29,7 @@ import open3d as o3d
 from voxnerf.errors import VoxnerfError
 from voxnerf.export.box import crop_box, require_box_space
 from voxnerf.export.iso import DEFAULT_ISO, auto_iso
-from voxnerf.export.mesh import BLUR, TAUBIN, clean_mesh, crop, drop_hidden, field_mesh
+from voxnerf.export.mesh import TAUBIN, clean_mesh, crop, drop_hidden, field_mesh
 from voxnerf.export.output import MESH_FORMATS, POINTCLOUD_FORMATS, check_output, write_mesh, write_pointcloud
 from voxnerf.export.photo import check_colors, color_mesh
 from voxnerf.export.pointcloud import surface_points
@@ -42,7 +42,7 @@ METHODS = ("density", "tsdf")
 def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int | None = None,
                 iso: float = DEFAULT_ISO, bbox: np.ndarray | None = None, min_component: float = 0.05,
                 target_faces: int | None = None, hidden: bool = False, colors: str = "photos",
-                blur: float = BLUR, taubin: int = TAUBIN, progress: bool = False) -> o3d.geometry.TriangleMesh:
+                taubin: int = TAUBIN, progress: bool = False) -> o3d.geometry.TriangleMesh:
     """Extract, crop, clean and write a mesh of the run in world units (.ply, .obj or .glb by `out`'s suffix).
 
     Args:
@@ -60,7 +60,7 @@ def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int
             run's scene folder for the cameras).
         colors: "photos" (the training photos that see each vertex, see `photo`; needs the run's scene folder) or
             "field" (the field's color seen head-on).
-        blur, taubin: smoothing of the density mesh (see `mesh.field_mesh`).
+        taubin: Taubin smoothing iterations of the density mesh (see `mesh.field_mesh`).
         progress: show progress bars.
     Returns:
         The written mesh.
@@ -75,7 +75,7 @@ def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int
     samples = samples or run.model.estimator.resolution
     if method == "density":
         require_box_space(run, "--method density", "--method tsdf")
-        mesh = field_mesh(run, box, samples, iso, blur, taubin, progress)
+        mesh = field_mesh(run, box, samples, iso, taubin, progress)
     else:
         mesh = crop(fuse(run, 2.0 / samples / run.scale, progress=progress), box)
     if not hidden:

@@ -1,4 +1,4 @@
-"""Density meshes: the opacity iso-surface over the occupied blocks only, then colors, cropping and cleanup.
+"""Density meshes: the opacity iso-surface over the occupied blocks only, then smoothing, cropping and cleanup.
 
 The surface is where the opacity alpha = 1 - exp(-sigma * delta) of one working voxel (delta = the grid's cell
 size) equals the iso value. alpha is monotonic in sigma, so this is the surface log sigma = log(-log(1 - iso) /
@@ -9,13 +9,17 @@ changes about linearly there. Samples lie on a lattice of S intervals per axis o
 blocks of BLOCK cubes per axis; a block is sampled only if an occupied cell reaches into one of its cubes, and
 its samples include the first sample of the next block (a one-sample overlap), so the block meshes share their
 boundary vertices exactly and are welded into one mesh. Memory is O(BLOCK^3), never O(S^3).
+
+The welded mesh follows the density's noise (facets, speckle); a few Taubin iterations (alternating shrinking and
+inflating Laplacian steps, which keep the volume) smooth it. On lego_100 they kept the silhouette IoU where a
+Gaussian blur of log sigma before marching (0.5-1 sample) thinned the thin parts (IoU 0.98 -> 0.91-0.98) and lost
+vertex-color PSNR (benchmarks/RESULTS.md, issue 25).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import open3d as o3d
-from scipy import ndimage
 from skimage import measure
 from tqdm import tqdm
 
@@ -27,9 +31,7 @@ from voxnerf.render.model import Model
 from voxnerf.run.load import Run
 
 BLOCK = 32
-BLUR = 0.0  # default Gaussian smoothing of log sigma before marching, in lattice samples
-BLUR_BAND = 3.0  # log sigma is clipped to the iso value +- this before smoothing
-TAUBIN = 0  # default Taubin smoothing iterations of the marched mesh
+TAUBIN = 5  # Taubin smoothing iterations of the marched mesh (lego_100: facets down, silhouette IoU kept)
 SEEN_VIEWS = 25  # cameras (evenly spread) whose rays decide which components are seen
 WELD_PER_SAMPLE = 1 << 12  # vertices closer than 1/4096 sample spacing are welded
 
@@ -87,28 +89,7 @@ def weld(vertices: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return vertices[first], faces[good]
 
 
-def block_volume(model: Model, start: np.ndarray, stop: np.ndarray, samples: int, log_sigma: float,
-                 blur: float) -> np.ndarray:
-    """log sigma on the lattice samples start..stop (inclusive, (3,) int each), smoothed by a Gaussian of `blur`
-    samples' standard deviation (none at 0).
-
-    The block is sampled with a margin of 3 * blur samples (inside the lattice) so that neighboring blocks agree on
-    their shared samples, and log sigma is clipped to within BLUR_BAND of the iso value `log_sigma` first: a jump
-    from LOG_EMPTY to a dense inside would otherwise pull the smoothed crossing into the solid.
-    """
-    margin = int(np.ceil(3 * blur))
-    lo, hi = np.maximum(start - margin, 0), np.minimum(stop + margin, samples)
-    axes = [np.arange(a, b + 1) for a, b in zip(lo, hi)]
-    index = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 3)
-    volume = log_density(model, -1 + index * (2.0 / samples)).reshape([len(a) for a in axes])
-    if blur > 0:
-        volume = ndimage.gaussian_filter(np.clip(volume, log_sigma - BLUR_BAND, log_sigma + BLUR_BAND), blur,
-                                         mode="nearest", truncate=3.0)
-    crop = tuple(slice(a - b, c - b + 1) for a, b, c in zip(start, lo, stop))
-    return volume[crop]
-
-
-def march_blocks(model: Model, box_unit: np.ndarray, samples: int, iso: float = 0.5, blur: float = 0.0,
+def march_blocks(model: Model, box_unit: np.ndarray, samples: int, iso: float = 0.5,
                  progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The iso-surface alpha = iso of the field inside a unit-box region, block by block.
 
@@ -117,7 +98,6 @@ def march_blocks(model: Model, box_unit: np.ndarray, samples: int, iso: float = 
         box_unit: (2, 3) unit-box min and max corners of the region.
         samples: S, lattice intervals per axis over the whole unit box.
         iso: iso value of the opacity, in (0, 1).
-        blur: standard deviation, in samples, of the Gaussian that smooths log sigma first (see `block_volume`).
         progress: show a tqdm bar over the blocks.
     Returns:
         vertices (V, 3) float64 unit-box positions and faces (F, 3) int64, wound so normals point outward
@@ -133,9 +113,11 @@ def march_blocks(model: Model, box_unit: np.ndarray, samples: int, iso: float = 
                       disable=not progress, leave=False):
         start = first + block * BLOCK
         stop = np.minimum(start + BLOCK, last)
-        if np.any(stop - start < 1):
+        axes = [np.arange(a, b + 1) for a, b in zip(start, stop)]
+        if min(len(a) for a in axes) < 2:
             continue
-        volume = block_volume(model, start, stop, samples, log_sigma, blur)
+        index = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 3)
+        volume = log_density(model, -1 + index * (2.0 / samples)).reshape([len(a) for a in axes])
         if volume.max() < log_sigma or volume.min() > log_sigma:
             continue
         v, f, _, _ = measure.marching_cubes(volume, log_sigma, gradient_direction="ascent")
@@ -149,7 +131,7 @@ def march_blocks(model: Model, box_unit: np.ndarray, samples: int, iso: float = 
 
 
 def field_mesh(run: Run, box_world: np.ndarray, samples: int | None = None, iso: float = 0.5,
-               blur: float = BLUR, taubin: int = TAUBIN, progress: bool = False) -> o3d.geometry.TriangleMesh:
+               taubin: int = TAUBIN, progress: bool = False) -> o3d.geometry.TriangleMesh:
     """The density mesh of a run in world units, with outward vertex normals (no colors: see `photo.color_mesh`).
 
     Args:
@@ -157,12 +139,12 @@ def field_mesh(run: Run, box_world: np.ndarray, samples: int | None = None, iso:
         box_world: (2, 3) world region to mesh (see `box.crop_box`).
         samples: lattice intervals per axis over the unit box; default the occupancy's resolution (its vertices).
         iso: opacity iso value.
-        blur: Gaussian smoothing of log sigma before marching, in samples (see `block_volume`); 0: none.
-        taubin: iterations of Taubin smoothing of the mesh (volume-preserving); 0: none.
+        taubin: iterations of Taubin smoothing of the mesh (open3d; it keeps the volume, unlike Laplacian
+            smoothing); 0: none.
         progress: show progress bars.
     """
     samples = samples or run.model.estimator.resolution
-    verts, faces = march_blocks(run.model, run.to_unit(box_world), samples, iso, blur, progress)
+    verts, faces = march_blocks(run.model, run.to_unit(box_world), samples, iso, progress)
     mesh = o3d.geometry.TriangleMesh(o3d.utility.Vector3dVector(run.to_world(verts)),
                                      o3d.utility.Vector3iVector(faces))
     if taubin and len(faces):

@@ -15,7 +15,7 @@ import open3d as o3d
 
 from voxnerf.errors import VoxnerfError
 from voxnerf.export.depth import rendered_views
-from voxnerf.export.mesh import BLUR, TAUBIN, crop, drop_hidden, field_mesh
+from voxnerf.export.mesh import crop, drop_hidden, field_mesh
 from voxnerf.export.photo import field_colors, mesh_depth_maps, photo_colors, surface_colors
 from voxnerf.export.query import density_normals
 from voxnerf.run.load import Run
@@ -38,7 +38,7 @@ def grid_points(run: Run, box_world: np.ndarray, count: int, samples: int | None
                 colors: str = "photos", seed: int = 0, progress: bool = False) -> o3d.geometry.PointCloud:
     """`count` points on the opacity iso-surface inside the world box (2, 3), with colors (`colors`: see
     `photo.surface_colors`) and normals; parts of the surface that no training camera sees are left out."""
-    mesh = drop_hidden(field_mesh(run, box_world, samples, iso, BLUR, TAUBIN, progress), run.training_cameras())
+    mesh = drop_hidden(field_mesh(run, box_world, samples, iso, progress=progress), run.training_cameras())
     if len(mesh.triangles) == 0:
         return o3d.geometry.PointCloud()
     o3d.utility.random.seed(seed)
