@@ -22,6 +22,7 @@ import torch
 from tqdm import tqdm
 
 from voxnerf.data.cameras import Cameras
+from voxnerf.data.images import premultiplied
 from voxnerf.data.rays import distort, image_rays
 from voxnerf.errors import VoxnerfError
 from voxnerf.export.query import head_on_colors
@@ -68,21 +69,13 @@ def bilinear(image: np.ndarray, uv: np.ndarray) -> np.ndarray:
     return top * (1 - fy) + bottom * fy
 
 
-def premultiplied_rgba(image: np.ndarray) -> np.ndarray:
-    """uint8 photo (H, W, 3|4) -> float32 (H, W, 4) color times alpha, and alpha (1 for opaque photos)."""
-    rgba = image.astype(np.float32) / 255
-    if rgba.shape[-1] == 3:
-        return np.concatenate([rgba, np.ones_like(rgba[..., :1])], -1)
-    return np.concatenate([rgba[..., :3] * rgba[..., 3:], rgba[..., 3:]], -1)
-
-
 def view_samples(cameras: Cameras, i: int, photo: np.ndarray, depth: np.ndarray, points: np.ndarray,
                  normals: np.ndarray, tolerance: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The colors that camera i's photo gives the points it sees.
 
     Args:
         cameras, i: the camera.
-        photo: (H, W, 4) float32 premultiplied RGBA (`premultiplied_rgba`).
+        photo: (H, W, 4) float32 premultiplied RGBA (`voxnerf.data.images.premultiplied`).
         depth: (H, W) distances along the pixel rays to what the view shows (0 or inf: nothing).
         points, normals: (N, 3) world points and outward unit normals.
         tolerance: world distance (plus DEPTH_RELATIVE times the point's) within which a point is the surface its
@@ -148,7 +141,7 @@ def photo_colors(run: Run, points: np.ndarray, normals: np.ndarray, depth_maps: 
     tolerance = DEPTH_TOLERANCE * run.model.estimator.cell_size / run.scale
     groups, colors, weights = [np.zeros(0, np.int64)], [np.zeros((0, 3), np.float32)], [np.zeros(0)]
     for i in tqdm(range(len(cameras)), desc="coloring from photos", unit="view", disable=not progress, leave=False):
-        photo = premultiplied_rgba(scene.rgba(train[i]))
+        photo = premultiplied(scene.rgba(train[i])).numpy()
         for part, found in zip((groups, colors, weights),
                                view_samples(cameras, i, photo, depth_maps(i), points, normals, tolerance)):
             part.append(found)
