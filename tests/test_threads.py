@@ -6,11 +6,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 import voxnerf_scenes
 from voxnerf.errors import VoxnerfError
+from voxnerf.export import query
+from voxnerf.export.query import log_density
+from voxnerf.run.load import load_run
 from voxnerf.system import threads
 from voxnerf.system.threads import ThreadBudget, free_cores
 from voxnerf.train.session import train_run
@@ -123,3 +127,14 @@ def test_eval_rechecks_the_free_cores_between_its_views(monkeypatch, run_dir, gi
     assert torch.get_num_threads() == expected
     if not given:
         assert machine.reads > N_TEST  # the first look, then at least one per rendered view
+
+
+
+def test_exports_recheck_the_free_cores_between_density_chunks(monkeypatch, run_dir):
+    model = load_run(run_dir, device="cpu").model
+    machine = on_machine(monkeypatch, others=1.0)
+    torch.set_num_threads(2)
+    threads.thread_policy(0)
+    log_density(model, np.zeros((3 * query.CHUNK, 3), np.float32))  # marching cubes and --iso auto query this way
+    assert torch.get_num_threads() == 1
+    assert machine.reads == 1 + 3  # the policy's first look, then one before each chunk

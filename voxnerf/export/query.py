@@ -1,7 +1,8 @@
 """Model queries that exports need, in chunks: log density, density normals, surface colors.
 
 All points are unit-box coordinates (the model's space maps them to the grid); results are float32 numpy arrays on
-the CPU.
+the CPU. The thread policy is rechecked before each chunk (`recheck_threads`): marching cubes, the automatic iso
+value and the surface colors spend their time here.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import torch
 
 from voxnerf.data.space import ray_box
 from voxnerf.render.model import Model
+from voxnerf.system.threads import recheck_threads
 
 CHUNK = 1 << 16
 
@@ -33,6 +35,7 @@ def log_density(model: Model, x: np.ndarray) -> np.ndarray:
     renderer skips them) and points of zero density get LOG_EMPTY."""
     out = np.empty(len(x), np.float32)
     for i in range(0, len(x), CHUNK):
+        recheck_threads()
         g = model.space.to_grid(torch.as_tensor(x[i:i + CHUNK], dtype=torch.float32, device=_device(model)))
         sigma = model.field.density_at(g) * model.estimator.is_occupied(g)
         out[i:i + CHUNK] = torch.log(sigma).clamp_min(LOG_EMPTY).cpu().numpy()
@@ -71,6 +74,7 @@ def density_normals(model: Model, x: np.ndarray) -> np.ndarray:
     """
     out = np.empty((len(x), 3), np.float32)
     for i in range(0, len(x), CHUNK):
+        recheck_threads()
         with torch.enable_grad():
             xc = torch.as_tensor(x[i:i + CHUNK], dtype=torch.float32, device=_device(model)).requires_grad_(True)
             (grad,) = torch.autograd.grad(model.field.density_at(model.space.to_grid(xc)).sum(), xc)
@@ -90,6 +94,7 @@ def head_on_colors(model: Model, x: np.ndarray, normals: np.ndarray) -> np.ndarr
     dirs /= np.linalg.norm(dirs, axis=-1, keepdims=True)
     out = np.empty((len(x), 3), np.float32)
     for i in range(0, len(x), CHUNK):
+        recheck_threads()
         g = model.space.to_grid(torch.as_tensor(x[i:i + CHUNK], dtype=torch.float32, device=_device(model)))
         dc = torch.as_tensor(dirs[i:i + CHUNK], device=g.device)
         out[i:i + CHUNK] = model.field.color_at(g, dc).float().cpu().numpy()
