@@ -28,10 +28,11 @@ SETS = ["levels=[{until: 1.0, resolution: 16, image_scale: 1.0}]", "optim.target
 
 class Machine:
     """A stand-in for /proc/stat and the clocks of `voxnerf.system.threads`: other processes keep `others` of every
-    one of our cores busy, this process uses no CPU, and each clock reading is RECHECK_S later than the last."""
+    one of our cores busy, this process uses no CPU, and each clock reading is `tick` (default RECHECK_S) later than
+    the last."""
 
-    def __init__(self, others: float):
-        self.others, self.reads, self.now = others, 0, 0.0
+    def __init__(self, others: float, tick: float = threads.RECHECK_S):
+        self.others, self.reads, self.now, self.tick = others, 0, 0.0, tick
 
     def read_text(self) -> str:
         self.reads += 1
@@ -40,7 +41,7 @@ class Machine:
         return "\n".join([f"cpu {busy} 0 0 {idle} 0 0 0 0", *cores, "intr 0"]) + "\n"
 
     def monotonic(self) -> float:
-        self.now += threads.RECHECK_S
+        self.now += self.tick
         return self.now
 
     def process_time(self) -> float:
@@ -92,6 +93,22 @@ def test_a_fixed_thread_count_is_kept_however_busy_the_cores_are(monkeypatch):
     budget = ThreadBudget(2)
     budget.adjust()
     assert torch.get_num_threads() == 2
+
+
+def test_the_first_look_comes_soon_after_the_start_then_every_recheck_interval(monkeypatch):
+    machine = on_machine(monkeypatch, others=1.0)
+    machine.tick = 0.75 * threads.FIRST_LOOK_S
+    torch.set_num_threads(2)
+    budget = ThreadBudget(0)  # its first look: read 1 at clock tick 1
+    budget.adjust()  # tick 2, 0.75 x FIRST_LOOK_S later: too soon
+    assert (machine.reads, torch.get_num_threads()) == (1, 2)
+    budget.adjust()  # tick 3, 1.5 x FIRST_LOOK_S after the start: the first look at the others
+    assert (machine.reads, torch.get_num_threads()) == (2, 1)
+    machine.tick = 0.5 * threads.RECHECK_S
+    budget.adjust()  # half the recheck interval later: nothing read
+    assert machine.reads == 2
+    budget.adjust()
+    assert machine.reads == 3
 
 
 def test_a_recheck_reads_proc_stat_at_most_every_recheck_interval(monkeypatch):

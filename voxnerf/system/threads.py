@@ -8,7 +8,8 @@ CPU for a scheduler slice: training ran at 5% of its idle speed (issue 16), `vox
 one thread per free core neither waits.
 
 The process has one policy (`thread_policy`, set by each command on entry and by the `Trainer`); the long loops
-(training steps, rendered ray chunks and views) call `recheck_threads`, which looks at /proc/stat at most every
+(training steps, rendered ray chunks and views) call `recheck_threads`, which looks at /proc/stat FIRST_LOOK_S after
+the policy was set (by then the command has loaded its run: the look spans that time) and then at most every
 RECHECK_S seconds.
 """
 
@@ -22,6 +23,7 @@ import torch
 
 PROC_STAT = Path("/proc/stat")
 RECHECK_S = 2.0  # seconds between looks at the other processes' CPU use
+FIRST_LOOK_S = 0.2  # ...but the first comes this soon: a 7 s `eval` ran 2 s with two threads beside a busy core
 SPARE = 0.3  # other processes' use of up to this much of a core leaves it free for a thread
 
 Look = tuple[float, float, tuple[int, int] | None]  # (wall clock s, this process's CPU s, `cpu_ticks`)
@@ -75,13 +77,14 @@ class ThreadBudget:
         self.fixed = fixed
         self.cpus = os.sched_getaffinity(0)
         self.last = look(self.cpus)
+        self.interval = FIRST_LOOK_S
         if fixed:
             torch.set_num_threads(fixed)
 
     def adjust(self) -> None:
-        """Every RECHECK_S seconds (a clock read otherwise): the other processes' CPU use since the last look sets
-        the thread count."""
-        if self.fixed or time.monotonic() - self.last[0] < RECHECK_S:
+        """FIRST_LOOK_S after the start, then every RECHECK_S seconds (a clock read otherwise): the other processes'
+        CPU use since the last look sets the thread count."""
+        if self.fixed or time.monotonic() - self.last[0] < self.interval:
             return
         now = look(self.cpus)
         others = others_busy(self.last, now, len(self.cpus))
@@ -89,7 +92,7 @@ class ThreadBudget:
             threads = free_cores(others, len(self.cpus))
             if threads != torch.get_num_threads():
                 torch.set_num_threads(threads)
-        self.last = now
+        self.last, self.interval = now, RECHECK_S
 
 
 _policy: ThreadBudget | None = None  # the process's, set by `thread_policy`

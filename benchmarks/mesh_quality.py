@@ -1,13 +1,19 @@
-"""The lego_100 mesh figure (docs/export_lego.png) and its numbers: density meshes at the fixed and the automatic
-iso, colored from the photos and (before issue 25) by the field seen head-on, scored against the scene's test views.
+"""A run's density meshes and their numbers (issue 25): meshes at the fixed and the automatic iso value, colored
+from the photos (smoothed: the default export) and, as before issue 25, by the field seen head-on (unsmoothed),
+scored against the scene's test views; a before/after picture of the two.
 
-    voxnerf train ../shared/data/nerf_synthetic/lego_100 --config cpu --max-time 300 --out runs/lego
-    python benchmarks/lego_mesh.py runs/lego --png docs/export_lego.png
+    voxnerf train ../shared/data/nerf_synthetic/lego_100 --max-time 300 --out runs/lego
+    python benchmarks/mesh_quality.py runs/lego --png docs/export_lego.png
+    voxnerf train ../shared/data/captures/ethiopianHead_8 --max-time 300 --out runs/head
+    python benchmarks/mesh_quality.py runs/head --png docs/export_head.png
+
+The scores need the ground truth's silhouettes: images with alpha (NeRF-Synthetic) or foreground masks (a masked
+capture such as ethiopianHead_8).
 
 For each mesh it prints the vertex and face counts, its topology (connected components, boundary and non-manifold
 edges, open3d's watertight test), its roughness (mean angle between the normals of adjacent faces: facets and
 speckle raise it), the export time, and two scores on the test views: the IoU of the
-mesh's silhouette (open3d ray casting) with the ground-truth alpha > 0.5, and the PSNR of the mesh's interpolated
+mesh's silhouette (open3d ray casting) with the ground-truth alpha (or mask) > 0.5, and the PSNR of the mesh's interpolated
 vertex colors against the ground-truth colors where both cover a pixel. The PNG shows the automatic-iso-value mesh
 from near the first test camera, rendered by `voxnerf.view.occupancy.screenshot`.
 """
@@ -19,6 +25,7 @@ import json
 import time
 from pathlib import Path
 
+import imageio.v3 as iio
 import numpy as np
 import open3d as o3d
 
@@ -26,11 +33,12 @@ from voxnerf.data.rays import image_rays
 from voxnerf.data.scene import Scene
 from voxnerf.export import export_mesh
 from voxnerf.export.box import crop_box
+from voxnerf.export.depth import spread_views
 from voxnerf.export.iso import DEFAULT_ISO, auto_iso
 from voxnerf.run.load import Run, load_run
 from voxnerf.view.occupancy import screenshot, viewpoint
 
-EVERY = 8  # score every 8th test view
+VIEWS = 25  # test views scored (evenly spread; all when there are fewer)
 
 
 def topology(mesh: o3d.geometry.TriangleMesh) -> dict:
@@ -59,16 +67,17 @@ def roughness(mesh: o3d.geometry.TriangleMesh) -> float:
 
 
 def view_scores(mesh: o3d.geometry.TriangleMesh, scene: Scene) -> dict:
-    """Silhouette IoU and vertex-color PSNR of the mesh against every EVERY-th test view of the scene."""
+    """Silhouette IoU and vertex-color PSNR of the mesh against up to VIEWS test views of the scene."""
     caster = o3d.t.geometry.RaycastingScene()
     caster.add_triangles(o3d.t.geometry.TriangleMesh.from_legacy(mesh))
     triangles, colors = np.asarray(mesh.triangles), np.asarray(mesh.vertex_colors)
     inter = union = 0
     errors = []
-    for i in scene.split_indices("test")[::EVERY]:
+    test = scene.split_indices("test")
+    for i in test[spread_views(len(test), VIEWS)]:
         origins, dirs = (t.numpy() for t in image_rays(scene.cameras, i))
         hits = caster.cast_rays(o3d.core.Tensor(np.concatenate([origins, dirs], 1).astype(np.float32)))
-        image = scene.images[i].reshape(-1, 4).astype(np.float64) / 255
+        image = scene.rgba(i).reshape(-1, 4).astype(np.float64) / 255
         hit, truth = np.isfinite(hits["t_hit"].numpy()), image[:, 3] > 0.5
         inter, union = inter + (hit & truth).sum(), union + (hit | truth).sum()
         both = hit & truth
@@ -91,24 +100,28 @@ def measure(run: Run, scene: Scene, iso: float, out: Path, **options) -> tuple[o
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("run", type=Path, help="a run trained on lego_100")
-    parser.add_argument("--png", type=Path, default=Path("docs/export_lego.png"))
+    parser.add_argument("run", type=Path, help="a run whose scene has alpha or masks (lego_100, ethiopianHead_8)")
+    parser.add_argument("--png", type=Path, required=True, help="the before/after picture to write")
     parser.add_argument("--mesh", type=Path, default=None, help="where to write the automatic-iso-value mesh "
                                                                "(default: RUN/mesh_auto.ply)")
     parser.add_argument("--taubin", type=int, nargs="*", default=[], help="also score these Taubin iterations")
     args = parser.parse_args()
     run = load_run(args.run)
     scene = run.scene()
+    if not scene.has_alpha:
+        parser.error(f"{args.run}: its scene has neither alpha nor masks: no silhouettes to score against")
     start = time.perf_counter()
     chosen = auto_iso(run, crop_box(run))
     iso_s = time.perf_counter() - start
     _, fixed = measure(run, scene, DEFAULT_ISO, args.run / "mesh_fixed.ply")
-    _, head_on = measure(run, scene, chosen.iso, args.run / "mesh_head_on.ply", colors="field", taubin=0)
+    before, head_on = measure(run, scene, chosen.iso, args.run / "mesh_head_on.ply", colors="field", taubin=0)
     smoothed = [measure(run, scene, chosen.iso, args.run / "mesh_variant.ply", taubin=t)[1] for t in args.taubin]
     mesh, auto = measure(run, scene, chosen.iso, args.mesh or args.run / "mesh_auto.ply")
     auto |= {"iso_s": round(iso_s, 2), "iso_iou": round(chosen.iou, 4), "iso_rays": chosen.rays}
     test = scene.cameras.subset(scene.split_indices("test")[:1])
-    screenshot([mesh], args.png, viewpoint(run, test), width=800, height=600, zoom=0.7)
+    view = viewpoint(run, test)
+    pictures = [screenshot([m], args.png, view, width=640, height=600, zoom=0.7) for m in (before, mesh)]
+    iio.imwrite(args.png, np.concatenate(pictures, axis=1))
     print(json.dumps({"fixed": fixed, "head_on": head_on, "variants": smoothed, "auto": auto, "png": str(args.png)},
                      indent=2))
 
