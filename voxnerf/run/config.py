@@ -12,6 +12,7 @@ import yaml
 from voxnerf.data.space import SPACES
 from voxnerf.errors import VoxnerfError
 from voxnerf.fields import field_class
+from voxnerf.fields.sh import MAX_DEGREE
 from voxnerf.fields.sparse_grid import BRICK
 from voxnerf.fields.voxels import SparseVoxelConfig
 from voxnerf.render.occupancy import OccupancyConfig
@@ -218,7 +219,7 @@ RANGES = {
     "optim.tv_vertices": AT_LEAST_ONE,
     "levels.until": UP_TO_ONE, "levels.resolution": Range(BRICK, 4096), "levels.image_scale": UP_TO_ONE,
     "field.feature_dim": Range(3, 1024), "field.hidden": Range(1, 4096), "field.layers": Range(1, 64),
-    "field.sh_degree": Range(0, 2), "field.alpha_init": Range(0, 1, low_open=True, high_open=True),
+    "field.sh_degree": Range(0, MAX_DEGREE), "field.alpha_init": Range(0, 1, low_open=True, high_open=True),
     "field.density_scale": POSITIVE, "field.feature_std": NON_NEGATIVE, "field.vertices": Range(2, 1024),
     "field.appearance_dim": Range(0, 256),
 }
