@@ -8,7 +8,7 @@ import pytest
 
 from voxnerf.errors import VoxnerfError
 from voxnerf.fields import FIELDS
-from voxnerf.run.config import RANGES, config_to_dict, load_config, numeric_options
+from voxnerf.run.config import RANGES, config_to_dict, load_config, numeric_options, parse_override
 from voxnerf.run.folder import RunLock, RunLocked
 from voxnerf.train.session import preset_path
 
@@ -69,3 +69,17 @@ def test_a_held_run_folder_refuses_a_second_writer_and_is_free_once_released(tmp
     with RunLock(tmp_path / "run", notes.append):
         pass
     assert notes == []  # a cleanly released lock is not a stale one
+
+
+@pytest.mark.parametrize("text, value", [("optim.tv_density=1e-5", 1e-5), ("optim.lr_grid=2E-2", 0.02),
+                                         ("optim.lr_grid=0.05", 0.05), ("optim.lr_grid=1", 1.0)])
+def test_numbers_in_exponent_notation_are_read_as_floats(text, value):
+    """PyYAML (YAML 1.1) reads 1e-5 as a string for want of a dot; a float option takes it as the number."""
+    cfg = load_config(None, [parse_override(text)])
+    section, name = text.split("=")[0].split(".")
+    assert getattr(getattr(cfg, section), name) == value
+
+
+def test_a_word_for_a_float_option_is_still_refused():
+    with pytest.raises(VoxnerfError, match="optim.lr_grid: expected float, got 'fast'"):
+        load_config(None, [parse_override("optim.lr_grid=fast")])

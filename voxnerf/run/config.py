@@ -88,11 +88,22 @@ def _build(cls, data: dict, where: str):
 
 
 def _checked(value, type_name: str, where: str):
-    """`value` if it fits the field's annotated scalar type (ints are accepted as floats), else VoxnerfError."""
+    """`value` if it fits the field's annotated scalar type (ints are accepted as floats, and so are numbers such
+    as 1e-5 that YAML 1.1, PyYAML's, reads as strings for want of a dot), else VoxnerfError."""
     expected = {"int": int, "float": (int, float), "str": str, "bool": bool}.get(str(type_name))
+    if type_name == "float" and isinstance(value, str):
+        value = _float_or_text(value)
     if expected is not None and (not isinstance(value, expected) or (type_name != "bool" and isinstance(value, bool))):
         raise VoxnerfError(f"{where}: expected {type_name}, got {value!r}")
     return float(value) if type_name == "float" else value
+
+
+def _float_or_text(text: str) -> float | str:
+    """The number a string such as '1e-5' spells, else the string itself."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 _NESTED = {"render": RenderConfig, "occupancy": OccupancyConfig, "optim": OptimConfig}
