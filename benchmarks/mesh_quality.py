@@ -104,7 +104,8 @@ def main() -> None:
     parser.add_argument("--png", type=Path, required=True, help="the before/after picture to write")
     parser.add_argument("--mesh", type=Path, default=None, help="where to write the automatic-iso-value mesh "
                                                                "(default: RUN/mesh_auto.ply)")
-    parser.add_argument("--taubin", type=int, nargs="*", default=[], help="also score these Taubin iterations")
+    parser.add_argument("--taubin", type=int, nargs="*", default=[],
+                        help="also score (and draw, beside --png) these Taubin iterations")
     args = parser.parse_args()
     run = load_run(args.run)
     scene = run.scene()
@@ -115,15 +116,18 @@ def main() -> None:
     iso_s = time.perf_counter() - start
     _, fixed = measure(run, scene, DEFAULT_ISO, args.run / "mesh_fixed.ply")
     before, head_on = measure(run, scene, chosen.iso, args.run / "mesh_head_on.ply", colors="field", taubin=0)
-    smoothed = [measure(run, scene, chosen.iso, args.run / "mesh_variant.ply", taubin=t)[1] for t in args.taubin]
+    variants = [measure(run, scene, chosen.iso, args.run / "mesh_variant.ply", taubin=t) for t in args.taubin]
     mesh, auto = measure(run, scene, chosen.iso, args.mesh or args.run / "mesh_auto.ply")
     auto |= {"iso_s": round(iso_s, 2), "iso_iou": round(chosen.iou, 4), "iso_rays": chosen.rays}
     test = scene.cameras.subset(scene.split_indices("test")[:1])
     view = viewpoint(run, test)
     pictures = [screenshot([m], args.png, view, width=640, height=600, zoom=0.7) for m in (before, mesh)]
     iio.imwrite(args.png, np.concatenate(pictures, axis=1))
-    print(json.dumps({"fixed": fixed, "head_on": head_on, "variants": smoothed, "auto": auto, "png": str(args.png)},
-                     indent=2))
+    for t, (variant, _) in zip(args.taubin, variants):
+        screenshot([variant], args.png.with_name(f"{args.png.stem}_taubin{t}.png"), view, width=640, height=600,
+                   zoom=0.7)
+    print(json.dumps({"fixed": fixed, "head_on": head_on, "variants": [v for _, v in variants], "auto": auto,
+                      "png": str(args.png)}, indent=2))
 
 
 if __name__ == "__main__":
