@@ -15,7 +15,8 @@ edges, open3d's watertight test), its roughness (mean angle between the normals 
 speckle raise it), the export time, and two scores on the test views: the IoU of the
 mesh's silhouette (open3d ray casting) with the ground-truth alpha (or mask) > 0.5, and the PSNR of the mesh's interpolated
 vertex colors against the ground-truth colors where both cover a pixel. The PNG shows the automatic-iso-value mesh
-from near the first test camera, rendered by `voxnerf.view.occupancy.screenshot`.
+from near the first test camera, rendered by `voxnerf.view.occupancy.screenshot`: left the head-on, unsmoothed
+mesh (before issue 25), right the default export; `--taubin N` variants are drawn beside it as PNG_taubinN.png.
 """
 
 from __future__ import annotations
