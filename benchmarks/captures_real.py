@@ -12,11 +12,15 @@ Variants of one LLFF-style capture (folders of links under --out; nothing is cop
             (NDC space)
 
 With --appearance VARIANTS, those variants train a second time with per-image appearance codes
-(`field.appearance_dim=APPEARANCE_DIM`), right after the first.
+(`field.appearance_dim=APPEARANCE_DIM`), right after the first. With --before VARIANTS and --before-set KEY=VALUE
+(repeatable), those variants also train with the overrides that restore an earlier preset, side by side with
+today's. With --repeats N every run is made N times, in rounds (all runs once, then again), and the table shows
+the medians of each column.
 
     python benchmarks/captures_real.py                          # ethiopianHead_8, the three variants, 300 s each
     python benchmarks/captures_real.py PATH --variants no-masks --budget 120
     python benchmarks/captures_real.py --appearance as-is,no-masks
+    python benchmarks/captures_real.py --repeats 2 --before as-is --before-set optim.distortion_weight=0
 """
 
 from __future__ import annotations
@@ -95,7 +99,7 @@ def table(rows: list[dict], eval_at: list[float]) -> str:
         snaps = {s["time"]: s["psnr"] for s in r["snapshots"]}
         snaps[max(eval_at)] = r["psnr"]
         cells = " | ".join(f"{snaps[t]:.2f}" if t in snaps else "-" for t in eval_at)
-        lines.append(f"| {r['variant']} | {r['preset']} | {cells} | {r['steps']} | {r['rays_per_s'] / 1e3:.1f}k | "
+        lines.append(f"| {r['variant']} | {r['preset']} | {cells} | {r['steps']:.0f} | {r['rays_per_s'] / 1e3:.1f}k | "
                      f"{r['samples_per_ray']:.1f} | {r['scoring_rays_per_s'] / 1e3:.1f}k | {r['wall_s']:.0f} s | "
                      f"{r['peak_rss_gb']:.2f} GB |")
     return "\n".join(lines)
@@ -110,6 +114,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", type=Path, default=REPO / "bench_runs" / "captures_real")
     parser.add_argument("--appearance", default="", help="variants to train again with appearance codes")
+    parser.add_argument("--before", default="", help="variants to train again with the --before-set overrides")
+    parser.add_argument("--before-set", action="append", default=[], help="an override of the earlier preset")
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each (the table shows medians)")
     parser.add_argument("--one", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--set", dest="sets", action="append", default=[], help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -121,20 +128,37 @@ def main() -> None:
     if not (args.capture / "poses_bounds.npy").is_file():
         sys.exit(f"{args.capture}: not an LLFF-style capture (no poses_bounds.npy); pass one as the first argument")
     args.out.mkdir(parents=True, exist_ok=True)
+    runs = []
+    for v in args.variants.split(","):
+        runs.append((v, []))
+        if v in args.appearance.split(","):
+            runs.append((v + " + appearance codes", [f"field.appearance_dim={APPEARANCE_DIM}"]))
+        if v in args.before.split(","):
+            runs.append((f"{v} (before: {', '.join(args.before_set)})", args.before_set))
     rows = []
-    codes = [f"field.appearance_dim={APPEARANCE_DIM}"]
-    runs = [run for v in args.variants.split(",")
-            for run in ((v, []),) + (((v, codes),) if v in args.appearance.split(",") else ())]
-    for variant, sets in runs:
-        scene_dir = link_variant(args.capture.resolve(), variant, args.out)
-        name = variant + " + appearance codes" * bool(sets)
-        cmd = [sys.executable, __file__, "--one", str(scene_dir), "--out", str(args.out / f"run_{len(rows)}"),
-               "--budget", str(args.budget), "--eval-at", args.eval_at, "--threads", str(args.threads)]
-        out = subprocess.run(cmd + [f"--set={s}" for s in sets], check=True, capture_output=True, text=True).stdout
-        rows.append({"variant": name, **json.loads(out.strip().splitlines()[-1])})
-        print(f"{name}: {rows[-1]['psnr']:.2f} dB", file=sys.stderr)
+    for _ in range(args.repeats):
+        for name, sets in runs:
+            scene_dir = link_variant(args.capture.resolve(), name.split()[0], args.out)
+            cmd = [sys.executable, __file__, "--one", str(scene_dir), "--out", str(args.out / f"run_{len(rows)}"),
+                   "--budget", str(args.budget), "--eval-at", args.eval_at, "--threads", str(args.threads)]
+            out = subprocess.run(cmd + [f"--set={s}" for s in sets], check=True, capture_output=True, text=True).stdout
+            rows.append({"variant": name, **json.loads(out.strip().splitlines()[-1])})
+            print(f"{name}: {rows[-1]['psnr']:.2f} dB", file=sys.stderr)
     (args.out / "results.json").write_text(json.dumps(rows, indent=2))
-    print(table(rows, eval_at))
+    print(table([median_row([r for r in rows if r["variant"] == name]) for name, _ in runs], eval_at))
+
+
+def median_row(rows: list[dict]) -> dict:
+    """One run's row with every number replaced by its median over `rows` (repeats of that run)."""
+    out = dict(rows[0])
+    for key, value in rows[0].items():
+        if isinstance(value, (int, float)):
+            out[key] = float(np.median([r[key] for r in rows]))
+    times = [s["time"] for s in rows[0]["snapshots"]]
+    out["snapshots"] = [{"time": t, "psnr": float(np.median([s["psnr"] for r in rows for s in r["snapshots"]
+                                                             if s["time"] == t]))} for t in times]
+    out["runs"] = len(rows)
+    return out
 
 
 if __name__ == "__main__":

@@ -14,7 +14,9 @@ For each mesh it prints the vertex and face counts, its topology (connected comp
 edges, open3d's watertight test), its roughness (mean angle between the normals of adjacent faces: facets and
 speckle raise it), the export time, and two scores on the test views: the IoU of the
 mesh's silhouette (open3d ray casting) with the ground-truth alpha (or mask) > 0.5, and the PSNR of the mesh's interpolated
-vertex colors against the ground-truth colors where both cover a pixel. The PNG shows the automatic-iso-value mesh
+vertex colors against the ground-truth colors where both cover a pixel. For the run itself ("surface") it prints how
+thick its rendered surface is: the median and 90th percentile over the test views' object pixels of the depth spread
+of each ray's compositing weights, in cells (a haze several cells deep blurs renders and crumples meshes). The PNG shows the automatic-iso-value mesh
 from near the first test camera, rendered by `voxnerf.view.occupancy.screenshot`: left the head-on, unsmoothed
 mesh (before issue 25), right the default export; `--taubin N` variants are drawn beside it as PNG_taubinN.png.
 """
@@ -29,6 +31,7 @@ from pathlib import Path
 import imageio.v3 as iio
 import numpy as np
 import open3d as o3d
+import torch
 
 from voxnerf.data.rays import image_rays
 from voxnerf.data.scene import Scene
@@ -36,6 +39,7 @@ from voxnerf.export import export_mesh
 from voxnerf.export.box import crop_box
 from voxnerf.export.depth import spread_views
 from voxnerf.export.iso import DEFAULT_ISO, auto_iso
+from voxnerf.render.renderer import weight_spread
 from voxnerf.run.load import Run, load_run
 from voxnerf.view.occupancy import screenshot, viewpoint
 
@@ -90,6 +94,22 @@ def view_scores(mesh: o3d.geometry.TriangleMesh, scene: Scene) -> dict:
             "color_psnr": round(float(-10 * np.log10(np.concatenate(errors).mean())), 2)}
 
 
+def ray_spread(run: Run, scene: Scene, every: int = 4) -> dict:
+    """Median and 90th percentile, over every `every`-th object pixel (alpha > 0.5) of up to VIEWS test views, of
+    the depth spread of each ray's compositing weights in cells (`weight_spread`): how thick the rendered surface is."""
+    spreads = []
+    test = scene.split_indices("test")
+    center = torch.as_tensor(run.center, dtype=torch.float32)
+    for i in test[spread_views(len(test), VIEWS)]:
+        origins, dirs = image_rays(scene.cameras, i)
+        pick = torch.from_numpy(np.flatnonzero(scene.rgba(i)[..., 3].reshape(-1) > 127)[::every])
+        unit = ((origins[pick] - center) * run.scale).to(run.device)
+        spreads.append(weight_spread(run.model, unit, dirs[pick].to(run.device), run.config.render).cpu().numpy())
+    values = np.concatenate(spreads)
+    return {"ray_spread_median": round(float(np.median(values)), 2),
+            "ray_spread_p90": round(float(np.percentile(values, 90)), 2)}
+
+
 def measure(run: Run, scene: Scene, iso: float, out: Path, **options) -> tuple[o3d.geometry.TriangleMesh, dict]:
     """Export the density mesh at `iso` to `out` (`options`: more `export_mesh` arguments), time it, and score it."""
     start = time.perf_counter()
@@ -128,7 +148,7 @@ def main() -> None:
         screenshot([variant], args.png.with_name(f"{args.png.stem}_taubin{t}.png"), view, width=640, height=600,
                    zoom=0.7)
     print(json.dumps({"fixed": fixed, "head_on": head_on, "variants": [v for _, v in variants], "auto": auto,
-                      "png": str(args.png)}, indent=2))
+                      "surface": ray_spread(run, scene), "png": str(args.png)}, indent=2))
 
 
 if __name__ == "__main__":

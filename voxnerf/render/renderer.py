@@ -117,3 +117,28 @@ def render_rays(
     dist = (distortion(weights, samples.u * space.inner_scale, step * space.inner_scale, ray_idx)
             if with_distortion else torch.zeros((), device=origins.device))
     return RenderResult(rgb, opacity, depth, alpha_sum, dist, len(ray_idx), len(colored), samples.candidates)
+
+
+@torch.no_grad()
+def weight_spread(model: Model, origins: torch.Tensor, dirs: torch.Tensor, cfg: RenderConfig) -> torch.Tensor:
+    """How deep each ray's radiance comes from: the standard deviation of the distance along the ray under its
+    compositing weights, in cells of the model's grid (about 0 for an opaque surface, several cells for a haze).
+
+    Args:
+        origins, dirs: (R, 3) rays in unit-box coordinates, dirs unit length.
+        cfg: the sampling and skipping thresholds rays are marched with (mid-step samples, as in renders).
+    Returns:
+        (R,) float32; 0 for rays that gather no weight.
+    """
+    estimator = model.estimator
+    space = estimator.space
+    step = cfg.step_ratio * estimator.cell_size / space.inner_scale
+    rays = space.march_rays(origins, dirs)
+    samples = estimator.march(rays, sigma_fn(model.field), step, torch.full((len(origins),), 0.5),
+                              cfg.alpha_min, cfg.transmittance_min, cfg.march_chunk)
+    weights, _ = render_weights(model.field.density(samples.lookup), samples.delta, samples.ray_idx)
+    moments = accumulate(weights, samples.ray_idx, len(origins), torch.stack([samples.u, samples.u.square()], -1))
+    total = accumulate(weights, samples.ray_idx, len(origins)).clamp_min(1e-9)
+    mean = moments[:, 0] / total
+    variance = (moments[:, 1] / total - mean.square()).clamp_min(0)
+    return variance.sqrt() * space.inner_scale / estimator.cell_size
