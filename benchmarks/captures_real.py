@@ -128,24 +128,24 @@ def main() -> None:
     if not (args.capture / "poses_bounds.npy").is_file():
         sys.exit(f"{args.capture}: not an LLFF-style capture (no poses_bounds.npy); pass one as the first argument")
     args.out.mkdir(parents=True, exist_ok=True)
-    runs = []
+    runs = []  # (variant, the run's name in the table, its overrides)
     for v in args.variants.split(","):
-        runs.append((v, []))
+        runs.append((v, v, []))
         if v in args.appearance.split(","):
-            runs.append((v + " + appearance codes", [f"field.appearance_dim={APPEARANCE_DIM}"]))
+            runs.append((v, v + " + appearance codes", [f"field.appearance_dim={APPEARANCE_DIM}"]))
         if v in args.before.split(","):
-            runs.append((f"{v} (before: {', '.join(args.before_set)})", args.before_set))
+            runs.append((v, f"{v} (before: {', '.join(args.before_set)})", args.before_set))
     rows = []
     for _ in range(args.repeats):
-        for name, sets in runs:
-            scene_dir = link_variant(args.capture.resolve(), name.split()[0], args.out)
+        for variant, name, sets in runs:
+            scene_dir = link_variant(args.capture.resolve(), variant, args.out)
             cmd = [sys.executable, __file__, "--one", str(scene_dir), "--out", str(args.out / f"run_{len(rows)}"),
                    "--budget", str(args.budget), "--eval-at", args.eval_at, "--threads", str(args.threads)]
             out = subprocess.run(cmd + [f"--set={s}" for s in sets], check=True, capture_output=True, text=True).stdout
             rows.append({"variant": name, **json.loads(out.strip().splitlines()[-1])})
             print(f"{name}: {rows[-1]['psnr']:.2f} dB", file=sys.stderr)
     (args.out / "results.json").write_text(json.dumps(rows, indent=2))
-    print(table([median_row([r for r in rows if r["variant"] == name]) for name, _ in runs], eval_at))
+    print(table([median_row([r for r in rows if r["variant"] == name]) for _, name, _ in runs], eval_at))
 
 
 def median_row(rows: list[dict]) -> dict:

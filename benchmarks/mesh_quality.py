@@ -16,8 +16,8 @@ speckle raise it), the export time, and two scores on the test views: the IoU of
 mesh's silhouette (open3d ray casting) with the ground-truth alpha (or mask) > 0.5, and the PSNR of the mesh's interpolated
 vertex colors against the ground-truth colors where both cover a pixel. For the run itself ("surface") it prints how
 thick its rendered surface is: the median and 90th percentile over the test views' object pixels of the depth spread
-of each ray's compositing weights, in cells (a haze several cells deep blurs renders and crumples meshes). The PNG shows the automatic-iso-value mesh
-from near the first test camera, rendered by `voxnerf.view.occupancy.screenshot`: left the head-on, unsmoothed
+of each ray's compositing weights, in cells (a haze several cells deep blurs renders and crumples meshes). The PNG
+shows the automatic-iso-value mesh from near the first test camera, rendered by `voxnerf.view.occupancy.screenshot`: left the head-on, unsmoothed
 mesh (before issue 25), right the default export; `--taubin N` variants are drawn beside it as PNG_taubinN.png.
 """
 

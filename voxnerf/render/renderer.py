@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from voxnerf.data.space import MarchRays
 from voxnerf.fields.base import Field, Lookup
+from voxnerf.render.march import Samples
 from voxnerf.render.volrend import accumulate, distortion, render_weights
 
 if TYPE_CHECKING:
@@ -59,6 +61,22 @@ def sigma_fn(field: Field):
     return query
 
 
+def _march(model: Model, origins: torch.Tensor, dirs: torch.Tensor, cfg: RenderConfig,
+           jitter: torch.Generator | None) -> tuple[MarchRays, Samples, float]:
+    """The space's march rays, their samples (random offsets from `jitter`, else mid-step) and the fine step in
+    the march parameter, for unit-box rays (R, 3)."""
+    estimator = model.estimator
+    step = cfg.step_ratio * estimator.cell_size / estimator.space.inner_scale
+    if jitter is None:
+        offsets = torch.full((len(origins),), 0.5, device=origins.device)
+    else:
+        offsets = torch.rand(len(origins), generator=jitter, device=origins.device)
+    rays = estimator.space.march_rays(origins, dirs)
+    samples = estimator.march(rays, sigma_fn(model.field), step, offsets, cfg.alpha_min, cfg.transmittance_min,
+                              cfg.march_chunk)
+    return rays, samples, step
+
+
 def render_rays(
     model: Model,
     origins: torch.Tensor,
@@ -86,16 +104,8 @@ def render_rays(
         RenderResult with FP32 outputs (compositing is always FP32).
     """
     n = len(origins)
-    field, estimator = model.field, model.estimator
-    space = estimator.space
-    step = cfg.step_ratio * estimator.cell_size / space.inner_scale
-    if jitter is None:
-        offsets = torch.full((n,), 0.5, device=origins.device)
-    else:
-        offsets = torch.rand(n, generator=jitter, device=origins.device)
-    rays = space.march_rays(origins, dirs)
-    samples = estimator.march(rays, sigma_fn(field), step, offsets, cfg.alpha_min, cfg.transmittance_min,
-                              cfg.march_chunk)
+    field, space = model.field, model.estimator.space
+    rays, samples, step = _march(model, origins, dirs, cfg, jitter)
     ray_idx = samples.ray_idx
     sigmas = _chunked(lambda *lookup: field.density(lookup), cfg.checkpoint_chunk, *samples.lookup)
     weights, transmittance = render_weights(sigmas, samples.delta, ray_idx)
@@ -121,8 +131,9 @@ def render_rays(
 
 @torch.no_grad()
 def weight_spread(model: Model, origins: torch.Tensor, dirs: torch.Tensor, cfg: RenderConfig) -> torch.Tensor:
-    """How deep each ray's radiance comes from: the standard deviation of the distance along the ray under its
-    compositing weights, in cells of the model's grid (about 0 for an opaque surface, several cells for a haze).
+    """How deep each ray's radiance comes from: the standard deviation of the march parameter (the distance
+    along the ray inside the unit box) under the ray's compositing weights, in cells of the model's grid (about 0
+    for an opaque surface, several cells for a haze).
 
     Args:
         origins, dirs: (R, 3) rays in unit-box coordinates, dirs unit length.
@@ -131,14 +142,10 @@ def weight_spread(model: Model, origins: torch.Tensor, dirs: torch.Tensor, cfg: 
         (R,) float32; 0 for rays that gather no weight.
     """
     estimator = model.estimator
-    space = estimator.space
-    step = cfg.step_ratio * estimator.cell_size / space.inner_scale
-    rays = space.march_rays(origins, dirs)
-    samples = estimator.march(rays, sigma_fn(model.field), step, torch.full((len(origins),), 0.5),
-                              cfg.alpha_min, cfg.transmittance_min, cfg.march_chunk)
+    _, samples, _ = _march(model, origins, dirs, cfg, None)
     weights, _ = render_weights(model.field.density(samples.lookup), samples.delta, samples.ray_idx)
     moments = accumulate(weights, samples.ray_idx, len(origins), torch.stack([samples.u, samples.u.square()], -1))
     total = accumulate(weights, samples.ray_idx, len(origins)).clamp_min(1e-9)
     mean = moments[:, 0] / total
     variance = (moments[:, 1] / total - mean.square()).clamp_min(0)
-    return variance.sqrt() * space.inner_scale / estimator.cell_size
+    return variance.sqrt() * estimator.space.inner_scale / estimator.cell_size
