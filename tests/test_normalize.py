@@ -40,17 +40,20 @@ def test_each_capture_gets_the_preset_and_space_of_its_layout(captures, key, pre
     assert load_config(preset_path(name)).space == kind
 
 
-def test_contracted_space_holds_where_rays_start_and_objects_inside_and_the_background_in_the_shell(captures):
+@pytest.mark.parametrize("inner", [0.5, 0.25])
+def test_contracted_space_holds_where_rays_start_and_objects_inside_and_the_background_in_the_shell(captures, inner):
     scene = captures["unbounded", "colmap"]
-    space = space_for(scene, "contract")
+    space = space_for(scene, "contract", inner)
+    assert space.inner_scale == inner
     starts = scene.cameras.centers + NEAR_MARGIN * scene.near * scene.cameras.forward
     assert np.abs(space.world_to_unit(starts)).max() == pytest.approx(1 / CAMERA_MARGIN)
     assert space.near == pytest.approx(NEAR_MARGIN * scene.near * space.scale)
     radius = np.linalg.norm(scene.points, axis=-1)
     grid = space.to_grid(torch.as_tensor(space.world_to_unit(scene.points))).abs().amax(-1).numpy()
-    assert np.all(grid[radius < OBJECT_RADIUS] < 0.5)  # objects: the inner box, the grid's middle half
+    inner = space.inner_scale
+    assert np.all(grid[radius < OBJECT_RADIUS] < inner)  # objects: the inner box, the grid's middle
     far = grid[radius > 5]
-    assert len(far) > 50 and np.all((far > 0.5) & (far < 1.0))  # the far shell: in the grid's outer shell
+    assert len(far) > 50 and np.all((far > inner) & (far < 1.0))  # the far shell: in the grid's outer shell
     assert space.far * (1 / space.scale) > 15  # rays march past the shell (world radius 15)
 
 

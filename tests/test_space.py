@@ -7,7 +7,8 @@ import torch
 
 from voxnerf.data.cameras import Cameras
 from voxnerf.data.normalize import contract_space, ndc_space
-from voxnerf.data.space import Box, Contract, Space, contract, uncontract
+from voxnerf.data.space import Box, Contract, Space, contract, space_from_dict, uncontract
+from voxnerf.errors import VoxnerfError
 from voxnerf.fields.voxels import SparseVoxelConfig, SparseVoxelField
 from voxnerf.render.model import Model
 from voxnerf.render.occupancy import OccupancyGrid
@@ -25,13 +26,41 @@ def forward_cameras(n: int = 6) -> Cameras:
     return Cameras(c2w, np.tile([50.0, 50.0, 20.0, 15.0], (n, 1)), np.tile([40, 30], (n, 1)), np.zeros((n, 4)))
 
 
-def test_contraction_is_identity_inside_and_inverts_outside():
+@pytest.mark.parametrize("inner", [0.5, 0.75])
+def test_contraction_scales_the_unit_box_and_inverts_outside(inner):
     x = torch.randn(1000, 3, dtype=torch.float64) * 5
-    c = contract(x)
-    assert c.abs().amax() < 2
+    g = contract(x, inner)
+    assert g.abs().amax() < 1
     inside = x.abs().amax(-1) <= 1
-    torch.testing.assert_close(c[inside], x[inside])
-    torch.testing.assert_close(uncontract(c), x, rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(g[inside], inner * x[inside])
+    assert torch.all(g[~inside].abs().amax(-1) > inner)
+    torch.testing.assert_close(uncontract(g, inner), x, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("inner", [0.5, 0.75])
+def test_contracted_step_scale_is_the_radial_derivative_of_the_contraction(inner):
+    space = Contract(inner=inner)
+    d = torch.nn.functional.normalize(torch.randn(8, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1)), dim=-1)
+    for r in (0.5, 1.5, 4.0, 30.0):
+        p = d * r / d.abs().amax(-1, keepdim=True)  # L-infinity radius r
+        h = 1e-7 * r
+        grid_length = (space.to_grid(p * (1 + h / r)) - space.to_grid(p)).abs().amax(-1)
+        torch.testing.assert_close(space.world_step_scale(space.to_grid(p)), h / grid_length, rtol=1e-4, atol=0)
+
+
+@pytest.mark.parametrize("inner", [0.5, 0.75])
+def test_contracted_march_parameter_inverts_and_steps_evenly_through_the_grid(inner):
+    space = Contract(inner=inner)
+    a = torch.tensor([1.0, 1.7], dtype=torch.float64)
+    t = torch.tensor([[0.4, 3.0, 50.0], [1.2, 8.0, 900.0]], dtype=torch.float64)
+    u = space._march_parameter(t, a[:, None])
+    torch.testing.assert_close(space.march_distance(u, a[:, None, None]), t)
+    # a step in u moves a radial ray (from the origin, a = 1) by inner * step through the grid, inside and out
+    origin, up = torch.zeros(1, 3, dtype=torch.float64), torch.tensor([[0.0, 0.0, 1.0]], dtype=torch.float64)
+    for u0 in (0.3, 1.0 + 0.3 * (1 - inner) / inner, 1.0 + 0.9 * (1 - inner) / inner):  # the shell: a < u < a (1 + k)
+        uu = torch.tensor([u0, u0 + 1e-6], dtype=torch.float64)
+        g = space.march_points(origin, up, space.march_distance(uu, torch.ones(2, 1, dtype=torch.float64)))
+        assert float(g[1, 2] - g[0, 2]) == pytest.approx(inner * 1e-6, rel=1e-3)
 
 
 def test_ndc_maps_invert_and_rays_pass_through_the_points_they_should():
@@ -120,8 +149,9 @@ def ball_model(space: Space, resolution: int = 64) -> Model:
     return Model(field, OccupancyGrid(resolution, space))
 
 
-def test_contracted_march_integrates_the_background_like_a_dense_world_march():
-    space = Contract(far=100.0)
+@pytest.mark.parametrize("inner", [0.5, 0.75])
+def test_contracted_march_integrates_the_background_like_a_dense_world_march(inner):
+    space = Contract(far=100.0, inner=inner)
     model = ball_model(space)
     origins = torch.zeros(64, 3) + torch.tensor([0.0, 0.0, 0.9])
     dirs = torch.nn.functional.normalize(torch.randn(64, 3, generator=torch.Generator().manual_seed(0)), dim=-1)
@@ -172,3 +202,15 @@ def test_a_fresh_contracted_field_starts_equally_transparent_per_step_everywhere
     real = grid.bricks.real_cells() & (stretch < 500)  # the outermost cells keep a learnable density
     assert alpha[real].max() < 2 * alpha[real].min()
     assert alpha[real].max() < 0.01  # below the presets' occupancy threshold: untouched space gets pruned
+
+
+def test_a_contracted_space_keeps_its_inner_share_through_a_checkpoint():
+    space = Contract(center=(1.0, 2.0, 3.0), scale=0.5, far=50.0, near=0.1, inner=0.25)
+    loaded = space_from_dict(space.to_dict())
+    assert loaded.inner_scale == 0.25
+    x = torch.randn(100, 3, dtype=torch.float64) * 3
+    torch.testing.assert_close(loaded.to_grid(x), space.to_grid(x))
+    older = {k: v for k, v in space.to_dict().items() if k != "inner"}  # checkpoints from before the option
+    assert space_from_dict(older).inner_scale == 0.5
+    with pytest.raises(VoxnerfError, match="inner share"):
+        Contract(inner=1.0)

@@ -26,25 +26,25 @@ NEAR_MARGIN = 0.9  # ndc: the near plane sits at this fraction of the scene's ne
 FAR_RATIO = 100.0  # contract: rays march this many times the camera radius (the grid's shell reaches infinity)
 
 
-def space_for(scene: Scene, kind: str) -> Space:
+def space_for(scene: Scene, kind: str, contract_inner: float = 0.5) -> Space:
     """The Space of `kind` (a name in voxnerf.data.space.SPACES, from the config) that frames `scene`'s training
-    cameras."""
+    cameras; a contracted space's unit box fills `contract_inner` of the grid's half-width."""
     cameras = scene.cameras.subset(scene.split_indices("train"))
     builders = {"box": lambda: Box(scene.center.tolist(), scene.scale),
-                "contract": lambda: contract_space(cameras, scene.near),
+                "contract": lambda: contract_space(cameras, scene.near, contract_inner),
                 "ndc": lambda: ndc_space(cameras, scene.near)}
     return builders[kind]()
 
 
-def contract_space(cameras: Cameras, near: float = 0.0) -> Space:
-    """The unit box centered on the cameras' focus point, reaching just past the farthest ray start: rays start
-    NEAR_MARGIN times `near` (world units) along the cameras' optical axes."""
+def contract_space(cameras: Cameras, near: float = 0.0, inner: float = 0.5) -> Space:
+    """The unit box centered on the cameras' focus point, reaching just past the farthest ray start, filling `inner`
+    of the grid's half-width: rays start NEAR_MARGIN times `near` (world units) along the cameras' optical axes."""
     bbox = bounds_from_cameras(cameras)[0]
     center = 0.5 * (bbox[0] + bbox[1])
     starts = cameras.centers + NEAR_MARGIN * near * cameras.forward
     half = CAMERA_MARGIN * float(np.abs(starts - center).max())
     half = max(half, 1e-6)
-    return Contract(center.tolist(), 1.0 / half, far=FAR_RATIO, near=NEAR_MARGIN * near / half)
+    return Contract(center.tolist(), 1.0 / half, far=FAR_RATIO, near=NEAR_MARGIN * near / half, inner=inner)
 
 
 def mean_pose(cameras: Cameras) -> tuple[np.ndarray, np.ndarray]:

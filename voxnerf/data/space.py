@@ -5,14 +5,14 @@ rays reach the renderer in unit-box coordinates. A space class then decides what
 are marched through it:
 
 - `Box`: the grid is the unit box itself (bounded objects: Blender, masked captures).
-- `Contract`: unbounded scenes. The unit box holds the cameras and the region of interest; outside it, a point at
-  L-infinity radius r > 1 is pulled in to radius 2 - 1/r (the L-infinity form of Mip-NeRF 360's contraction,
-  which keeps the inner region an axis-aligned box), and the grid covers the contracted cube [-2, 2]^3 scaled
-  by 1/2. The inner box gets the middle half of the grid; everything out to infinity gets the shell around it.
+- `Contract`: unbounded scenes. The unit box holds the cameras and the region of interest and fills the middle
+  share s of the grid ([-s, s]^3); outside it, a point at L-infinity radius r > 1 goes to grid radius
+  1 - (1 - s) / r (the L-infinity form of Mip-NeRF 360's contraction, which keeps the inner region an axis-aligned
+  box; s = 1/2 is theirs, [-2, 2]^3 scaled by 1/2). Everything out to infinity gets the shell around the inner box.
   Rays march in a parameter u that equals the distance t inside the unit box and runs like disparity beyond it:
-  with a = max(1, distance to the unit box's exit), t = a^2 / (2a - u) for u > a. Equal steps in u are then
-  about equal steps in the contracted grid, so the far background costs about as many samples as the inner box;
-  each sample stands for the distance its step covers.
+  with a = max(1, distance to the unit box's exit) and k = (1 - s) / s, t = a^2 / (a - (u - a) / k) for u > a.
+  Equal steps in u are then about equal steps in the contracted grid, so the far background costs about as many
+  samples as the inner box; each sample stands for the distance its step covers.
 - `Ndc`: forward-facing scenes. Normalized device coordinates of a reference camera (at the unit-box origin,
   near plane at depth 1): x and y across its image, z from the near plane (-1) to infinity (+1). NDC maps
   straight lines to straight lines, so rays are transformed once and marched like in a box.
@@ -32,16 +32,17 @@ from voxnerf.errors import VoxnerfError
 MIN_FORWARD = 1e-4  # NDC: rays are tilted at least this much toward the reference camera's view direction
 
 
-def contract(x: torch.Tensor) -> torch.Tensor:
-    """(N, 3) unit-box points -> (N, 3) contracted points in [-2, 2]^3 (identity inside the unit box)."""
+def contract(x: torch.Tensor, inner: float = 0.5) -> torch.Tensor:
+    """(N, 3) unit-box points -> (N, 3) grid points in [-1, 1]^3: the unit box scaled to [-inner, inner]^3, the
+    rest of space in the shell around it."""
     r = x.abs().amax(-1, keepdim=True).clamp_min(1e-12)
-    return torch.where(r <= 1, x, (2 - 1 / r) * x / r)
+    return torch.where(r <= 1, inner * x, (1 - (1 - inner) / r) * x / r)
 
 
-def uncontract(c: torch.Tensor) -> torch.Tensor:
-    """Inverse of `contract` on (N, 3) points with L-infinity radius < 2."""
-    rho = c.abs().amax(-1, keepdim=True).clamp(1e-12, 2 - 1e-6)
-    return torch.where(rho <= 1, c, c / (rho * (2 - rho)))
+def uncontract(g: torch.Tensor, inner: float = 0.5) -> torch.Tensor:
+    """Inverse of `contract` on (N, 3) grid points with L-infinity radius < 1."""
+    rho = g.abs().amax(-1, keepdim=True).clamp(1e-12, 1 - 1e-7)
+    return torch.where(rho <= inner, g / inner, g * (1 - inner) / (rho * (1 - rho)))
 
 
 def ray_box(origins: torch.Tensor, dirs: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -154,40 +155,45 @@ Box = Space
 
 
 class Contract(Space):
-    """Unbounded scenes: the unit box in the middle half of the grid, the rest of space contracted around it.
+    """Unbounded scenes: the unit box in the middle of the grid, the rest of space contracted around it.
 
     Attributes:
         near: rays start this far from their origin (unit-box units): nothing is closer to a camera.
         far: rays end this far from their origin (unit-box units; the grid's outer shell reaches infinity, this
             only bounds the marching).
+        inner_scale: s, the share of the grid's half-width the unit box fills (grid length per unit-box length).
     """
 
     kind = "contract"
-    inner_scale = 0.5
     bounded = False
 
-    def __init__(self, center=(0.0, 0.0, 0.0), scale: float = 1.0, far: float = 1000.0, near: float = 0.0):
+    def __init__(self, center=(0.0, 0.0, 0.0), scale: float = 1.0, far: float = 1000.0, near: float = 0.0,
+                 inner: float = 0.5):
         super().__init__(center, scale)
         self.far, self.near = float(far), float(near)
+        if not 0 < inner < 1:
+            raise VoxnerfError(f"contract space: inner share {inner} must lie in (0, 1)")
+        self.inner_scale = float(inner)
 
     def to_dict(self) -> dict:
-        return {**super().to_dict(), "far": self.far, "near": self.near}
+        return {**super().to_dict(), "far": self.far, "near": self.near, "inner": self.inner_scale}
 
     def to_grid(self, x: torch.Tensor) -> torch.Tensor:
-        return 0.5 * contract(x)
+        return contract(x, self.inner_scale)
 
     def from_grid(self, g: torch.Tensor) -> torch.Tensor:
-        return uncontract(2 * g)
+        return uncontract(g, self.inner_scale)
 
     def displayable(self, g: torch.Tensor) -> torch.Tensor:
         """The inner box only (the shell stands for space out to infinity)."""
-        return g.abs().amax(-1) <= 0.5
+        return g.abs().amax(-1) <= self.inner_scale
 
     def world_step_scale(self, g: torch.Tensor) -> torch.Tensor:
-        """2 r^2 in the contracted shell (r = unit-box radius of the point), 2 inside the inner box."""
-        rho = (2 * g).abs().amax(-1).clamp(max=2 - 1e-6)
-        r = 1 / (2 - rho.clamp_min(1))
-        return 2 * r * r
+        """r^2 / (1 - s) in the contracted shell (r = unit-box radius of the point), 1 / s inside the inner box."""
+        s = self.inner_scale
+        rho = g.abs().amax(-1).clamp(max=1 - 1e-7)
+        r = (1 - s) / (1 - rho)
+        return torch.where(rho <= s, 1 / s, r * r / (1 - s))
 
     def march_rays(self, origins: torch.Tensor, dirs: torch.Tensor) -> MarchRays:
         a = ray_box(origins, dirs, -torch.ones(3, device=origins.device), torch.ones(3, device=origins.device))[1]
@@ -198,19 +204,23 @@ class Contract(Space):
         a = rays.extra[:, 0]
         return self._march_parameter(self.near, a), self._march_parameter(self.far, a)
 
+    @property
+    def _shell_ratio(self) -> float:
+        """k = (1 - s) / s: how much longer the march parameter runs in the shell than inside, relative to a."""
+        return (1 - self.inner_scale) / self.inner_scale
+
     def march_distance(self, u: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
         a = extra[..., 0]
-        return torch.where(u <= a, u, a * a / (2 * a - u).clamp_min(1e-9))
+        return torch.where(u <= a, u, a * a / (a - (u - a) / self._shell_ratio).clamp_min(1e-9))
 
-    @staticmethod
-    def _march_parameter(t, a: torch.Tensor) -> torch.Tensor:
+    def _march_parameter(self, t, a: torch.Tensor) -> torch.Tensor:
         """Inverse of `march_distance`: (R,) march parameters u of distances t (a number or (R,)) on rays with exit
         distances a (R,)."""
         t = torch.as_tensor(t, dtype=a.dtype, device=a.device)
-        return torch.where(t <= a, t, 2 * a - a * a / t.clamp_min(1e-9))
+        return torch.where(t <= a, t, a + self._shell_ratio * (a - a * a / t.clamp_min(1e-9)))
 
     def march_points(self, origins: torch.Tensor, dirs: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        return 0.5 * contract(origins + t.unsqueeze(-1) * dirs)
+        return contract(origins + t.unsqueeze(-1) * dirs, self.inner_scale)
 
     def intervals(self, u: torch.Tensor, step: float, u_far: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
         """Exact even where the disparity-like spacing stretches one step over a long stretch of the ray; a ray's

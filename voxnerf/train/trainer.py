@@ -72,7 +72,8 @@ class Trainer:
         self.stop = StopRequest()  # enter it (as train_run does) to stop between steps on SIGINT and SIGTERM
         self.fingerprint = scene_fingerprint(scene)  # checkpoints name their scene's content (voxnerf.run.folder)
         self.snapshots: list[dict] = []
-        self.model = Model.build(cfg.field, cfg.levels[0].resolution, space_for(scene, cfg.space), cfg.seed,
+        space = space_for(scene, cfg.space, cfg.contract_inner)
+        self.model = Model.build(cfg.field, cfg.levels[0].resolution, space, cfg.seed,
                                  num_images=len(scene.split_indices("train")))
         if init is not None:
             self.model = Model.from_checkpoint(load_checkpoint(init, "cpu"))
