@@ -99,11 +99,10 @@ def ray_spread(run: Run, scene: Scene, every: int = 4) -> dict:
     the depth spread of each ray's compositing weights in cells (`weight_spread`): how thick the rendered surface is."""
     spreads = []
     test = scene.split_indices("test")
-    center = torch.as_tensor(run.center, dtype=torch.float32)
     for i in test[spread_views(len(test), VIEWS)]:
         origins, dirs = image_rays(scene.cameras, i)
         pick = torch.from_numpy(np.flatnonzero(scene.rgba(i)[..., 3].reshape(-1) > 127)[::every])
-        unit = ((origins[pick] - center) * run.scale).to(run.device)
+        unit = torch.as_tensor(run.to_unit(origins[pick].numpy()), dtype=torch.float32, device=run.device)
         spreads.append(weight_spread(run.model, unit, dirs[pick].to(run.device), run.config.render).cpu().numpy())
     values = np.concatenate(spreads)
     return {"ray_spread_median": round(float(np.median(values)), 2),
