@@ -32,7 +32,7 @@ class Level:
 class OptimConfig:
     lr_grid: float = 0.1  # Adam learning rate of the grid's density and features
     lr_decoder: float = 5e-3  # Adam learning rate of the color MLP (1e-3 learned it too slowly for a 300 s CPU
-    #                            run: lego_100 +0.3 dB, real photos +0.3-0.4 dB; benchmarks/RESULTS.md, issue 25)
+    #                            run: lego_100 +0.3 dB, real photos +0.4-0.5 dB; benchmarks/RESULTS.md, issue 25)
     lr_appearance: float = 1e-2  # Adam learning rate of the per-image appearance codes (field.appearance_dim > 0)
     lr_final_ratio: float = 0.1  # learning rates decay exponentially to this fraction at the end
     lr_ranks: str = "sqrt"  # N data-parallel ranks average N batches a step: rates x sqrt(N) | x N ("linear")
