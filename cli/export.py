@@ -60,6 +60,9 @@ def export(
     colors: str = typer.Option("photos", help=f"Vertex and point colors: {' | '.join(COLORS)} (the weighted median "
                                "of the training photos that see each point, which needs the run's scene folder; "
                                "or the field's color looking at the surface head-on)."),
+    views: Optional[int] = typer.Option(None, min=2, help="--method tsdf and --source depth: render this many "
+                                        "training views, spread over the cameras (default all; each is a full "
+                                        "rendering)."),
     device: str = typer.Option("auto", help="auto | cpu | cuda"),
     threads: Optional[int] = threads_option(),
 ) -> None:
@@ -71,6 +74,8 @@ def export(
         check_output(mesh, MESH_FORMATS, "--mesh")
     if pointcloud is not None:
         check_output(pointcloud, POINTCLOUD_FORMATS, "--pointcloud")
+    if views is not None and not (mesh is not None and method == "tsdf" or pointcloud is not None and source == "depth"):
+        raise VoxnerfError("--views: only --method tsdf and --source depth render views")
     if resolution is not None and resolution < 2:
         raise VoxnerfError(f"--resolution {resolution}: expected at least 2 samples per axis")
     box = parse_bbox(bbox) if bbox else None
@@ -81,9 +86,9 @@ def export(
         iso = chosen_iso(loaded, box) if marched else DEFAULT_ISO
     if mesh is not None:
         result = export_mesh(loaded, mesh, method, resolution, iso, box, min_component, target_faces, hidden,
-                             colors, progress=True)
+                             colors, views=views, progress=True)
         typer.echo(summary(mesh, result))
     if pointcloud is not None:
         result = export_pointcloud(loaded, pointcloud, source, num_points, resolution, iso, box, outliers, colors,
-                                   progress=True)
+                                   views, progress=True)
         typer.echo(summary(pointcloud, result))

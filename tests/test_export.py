@@ -30,7 +30,7 @@ from voxnerf.errors import VoxnerfError
 from voxnerf.export import export_mesh, export_pointcloud
 from voxnerf.export import mesh as mesh_module
 from voxnerf.export.box import crop_box, parse_bbox
-from voxnerf.export.depth import median_depth, opacity_crossing
+from voxnerf.export.depth import median_depth, opacity_crossing, spread_views
 from voxnerf.export.iso import auto_iso, silhouette_density
 from voxnerf.export.mesh import field_mesh, march_blocks
 from voxnerf.export.photo import field_colors, mesh_depth_maps, photo_colors, weighted_median
@@ -279,6 +279,17 @@ def test_tsdf_mesh_lies_near_the_surface(run, toy, voxel, tmp_path):
     assert distance_to_surface(toy, np.asarray(mesh.vertices)).mean() <= voxel
 
 
+def test_tsdf_of_a_few_views_renders_only_those_and_still_lies_near_the_surface(run, toy, voxel, tmp_path,
+                                                                                 monkeypatch):
+    rendered = []
+    render_view = type(run).render_view
+    monkeypatch.setattr(type(run), "render_view", lambda self, cameras, i: rendered.append(i) or render_view(
+        self, cameras, i))
+    mesh = export_mesh(run, tmp_path / "t.ply", method="tsdf", views=4)
+    assert rendered == spread_views(len(run.training_cameras()), 4).tolist() and len(rendered) == 4
+    assert distance_to_surface(toy, np.asarray(mesh.vertices)).mean() <= voxel
+
+
 def test_opacity_crossing_is_where_the_ray_has_stopped_half_its_light():
     step = 0.1
     t = np.tile((np.arange(10) + 0.5) * step, (2, 1))
@@ -316,6 +327,13 @@ def test_pointcloud_points_lie_within_a_voxel_of_the_surface(run, toy, voxel, tm
     assert np.mean(distance_to_surface(toy, p) <= voxel) >= 0.95
     truth = toy.normal(torch.as_tensor(p)).numpy()
     assert np.mean((np.asarray(back.normals) * truth).sum(1)) >= 0.9
+    assert np.abs(np.asarray(pcd.colors) - toy.color(torch.as_tensor(p)).numpy()).mean() < 0.1
+
+
+def test_depth_points_of_a_few_views_lie_on_the_surface_with_its_colors(run, toy, voxel, tmp_path):
+    pcd = export_pointcloud(run, tmp_path / "p.ply", source="depth", count=5000, views=8)
+    p = np.asarray(pcd.points)
+    assert len(p) > 500 and np.mean(distance_to_surface(toy, p) <= voxel) >= 0.95
     assert np.abs(np.asarray(pcd.colors) - toy.color(torch.as_tensor(p)).numpy()).mean() < 0.1
 
 
@@ -383,6 +401,7 @@ def test_view_screenshot_shows_the_object_on_a_headless_machine(run_dir, tmp_pat
     (["export", "{run}", "--pointcloud", "README.md/p.ply"], "README.md is a file, not a folder"),
     (["export", "{run}", "--mesh", "m.ply", "--bbox", "1,2,3"], "--bbox"),
     (["export", "{run}"], "nothing to do"),
+    (["export", "{run}", "--mesh", "m.ply", "--views", "4"], "--views"),
     (["view", "{run}", "--screenshot", "v.jpg"], ".png"),
 ])
 def test_bad_input_gives_a_one_line_error(run_dir, monkeypatch, capsys, args, message):

@@ -42,7 +42,7 @@ METHODS = ("density", "tsdf")
 def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int | None = None,
                 iso: float = DEFAULT_ISO, bbox: np.ndarray | None = None, min_component: float = 0.05,
                 target_faces: int | None = None, hidden: bool = False, colors: str = "photos",
-                taubin: int = TAUBIN, progress: bool = False) -> o3d.geometry.TriangleMesh:
+                taubin: int = TAUBIN, views: int | None = None, progress: bool = False) -> o3d.geometry.TriangleMesh:
     """Extract, crop, clean and write a mesh of the run in world units (.ply, .obj or .glb by `out`'s suffix).
 
     Args:
@@ -61,6 +61,7 @@ def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int
         colors: "photos" (the training photos that see each vertex, see `photo`; needs the run's scene folder) or
             "field" (the field's color seen head-on).
         taubin: Taubin smoothing iterations of the density mesh (see `mesh.field_mesh`).
+        views: tsdf fuses this many training views spread over the cameras (default all: a rendering each).
         progress: show progress bars.
     Returns:
         The written mesh.
@@ -77,7 +78,7 @@ def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int
         require_box_space(run, "--method density", "--method tsdf")
         mesh = field_mesh(run, box, samples, iso, taubin, progress)
     else:
-        mesh = crop(fuse(run, 2.0 / samples / run.scale, progress=progress), box)
+        mesh = crop(fuse(run, 2.0 / samples / run.scale, views=views, progress=progress), box)
     if not hidden:
         mesh = drop_hidden(mesh, run.training_cameras())
     mesh = color_mesh(run, clean_mesh(mesh, min_component, target_faces), colors, progress)
@@ -87,13 +88,13 @@ def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int
 
 def export_pointcloud(run: Run, out: str | Path, source: str = "grid", count: int = 100_000,
                       samples: int | None = None, iso: float = DEFAULT_ISO, bbox: np.ndarray | None = None,
-                      outliers: bool = True, colors: str = "photos",
+                      outliers: bool = True, colors: str = "photos", views: int | None = None,
                       progress: bool = False) -> o3d.geometry.PointCloud:
     """Write a surface point cloud (PLY, world units, colors and normals); see `pointcloud.surface_points`."""
     out = check_output(out, POINTCLOUD_FORMATS, "--pointcloud")
     check_colors(colors)
     if source == "grid":
         require_box_space(run, "--source grid", "--source depth")
-    pcd = surface_points(run, crop_box(run, bbox), source, count, samples, iso, outliers, colors, progress)
+    pcd = surface_points(run, crop_box(run, bbox), source, count, samples, iso, outliers, colors, views, progress)
     write_pointcloud(pcd, out)
     return pcd

@@ -98,9 +98,15 @@ def median_depth(run: Run, origins: np.ndarray, dirs: np.ndarray) -> np.ndarray:
     return out
 
 
-def rendered_views(run: Run, cameras: Cameras, progress: bool = False) -> Iterator[SurfaceView]:
-    """Render every camera as the run renders (`Run.render_view`), one SurfaceView at a time."""
-    for i in tqdm(range(len(cameras)), desc="rendering views", unit="view", disable=not progress, leave=False):
+def chosen_views(count: int, views: int | None) -> np.ndarray:
+    """Indices of the cameras to render among `count`: all of them, or `views` spread evenly (`spread_views`)."""
+    return np.arange(count) if views is None else spread_views(count, views)
+
+
+def rendered_views(run: Run, cameras: Cameras, views: np.ndarray, progress: bool = False) -> Iterator[SurfaceView]:
+    """Render the cameras of indices `views` (K,) as the run renders (`Run.render_view`), one SurfaceView at a
+    time."""
+    for i in tqdm(views.tolist(), desc="rendering views", unit="view", disable=not progress, leave=False):
         view = run.render_view(cameras, i)
         origins, dirs = (t.numpy().astype(np.float64) for t in image_rays(cameras, i))
         surface = view.opacity.reshape(-1) > SURFACE_OPACITY

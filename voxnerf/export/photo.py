@@ -123,7 +123,7 @@ def weighted_median(groups: np.ndarray, values: np.ndarray, weights: np.ndarray,
 
 
 def photo_colors(run: Run, points: np.ndarray, normals: np.ndarray, depth_maps: DepthMaps,
-                 progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                 progress: bool = False, views: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The photos' colors of world surface points (see the module docstring).
 
     Args:
@@ -131,6 +131,7 @@ def photo_colors(run: Run, points: np.ndarray, normals: np.ndarray, depth_maps: 
         points, normals: (N, 3) world points and outward unit normals.
         depth_maps: the depth map of each training view, by its index among the training cameras.
         progress: show a bar over the views.
+        views: (K,) indices of the training views to color from (default all; `depth_maps` need only these).
     Returns:
         colors (N, 3) float32 (the field's head-on color where no view sees a point) and views (N,) int64, the
         number of views that see each point.
@@ -140,7 +141,8 @@ def photo_colors(run: Run, points: np.ndarray, normals: np.ndarray, depth_maps: 
     cameras = scene.cameras.subset(train)
     tolerance = DEPTH_TOLERANCE * run.model.estimator.cell_size / run.scale
     groups, colors, weights = [np.zeros(0, np.int64)], [np.zeros((0, 3), np.float32)], [np.zeros(0)]
-    for i in tqdm(range(len(cameras)), desc="coloring from photos", unit="view", disable=not progress, leave=False):
+    views = range(len(cameras)) if views is None else views.tolist()
+    for i in tqdm(views, desc="coloring from photos", unit="view", disable=not progress, leave=False):
         photo = premultiplied(scene.rgba(train[i])).numpy()
         for part, found in zip((groups, colors, weights),
                                view_samples(cameras, i, photo, depth_maps(i), points, normals, tolerance)):

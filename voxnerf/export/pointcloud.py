@@ -14,7 +14,7 @@ import numpy as np
 import open3d as o3d
 
 from voxnerf.errors import VoxnerfError
-from voxnerf.export.depth import rendered_views
+from voxnerf.export.depth import chosen_views, rendered_views
 from voxnerf.export.mesh import crop, drop_hidden, field_mesh
 from voxnerf.export.photo import field_colors, mesh_depth_maps, photo_colors, surface_colors
 from voxnerf.export.query import density_normals
@@ -49,23 +49,25 @@ def grid_points(run: Run, box_world: np.ndarray, count: int, samples: int | None
 
 
 def depth_points(run: Run, box_world: np.ndarray, count: int, colors: str = "photos", seed: int = 0,
-                 progress: bool = False) -> o3d.geometry.PointCloud:
-    """Up to `count` points back-projected from the rendered depth of the training views, inside the world box,
-    that MIN_VIEWS views show (see the module docstring), with colors (`colors`: see `photo.surface_colors`) and
-    density-gradient normals."""
-    points, depths = [], []
-    for sv in rendered_views(run, run.training_cameras(), progress):
+                 views: int | None = None, progress: bool = False) -> o3d.geometry.PointCloud:
+    """Up to `count` points back-projected from the rendered depth of the training views (all, or `views` spread
+    over the cameras: `depth.chosen_views`), inside the world box, that MIN_VIEWS of those views show (see the
+    module docstring), with colors (`colors`: see `photo.surface_colors`) and density-gradient normals."""
+    cameras = run.training_cameras()
+    chosen = chosen_views(len(cameras), views)
+    points, depths = [], {}
+    for sv in rendered_views(run, cameras, chosen, progress):
         points.append(sv.points())
-        depths.append(sv.depth.reshape(sv.view.depth.shape).astype(np.float32))
+        depths[sv.index] = sv.depth.reshape(sv.view.depth.shape).astype(np.float32)
     points = np.concatenate(points)
     points = points[np.all((points >= box_world[0]) & (points <= box_world[1]), axis=1)]
     if len(points) > count:
         points = points[np.random.default_rng(seed).choice(len(points), count, replace=False)]
     normals = density_normals(run.model, run.to_unit(points)).astype(np.float64)
-    found, views = photo_colors(run, points, normals, depths.__getitem__, progress)
+    found, seen_by = photo_colors(run, points, normals, depths.__getitem__, progress, chosen)
     if colors == "field":
         found = field_colors(run, points, normals)
-    on_surface = views >= MIN_VIEWS
+    on_surface = seen_by >= MIN_VIEWS
     return colored_cloud(points[on_surface], normals[on_surface], found[on_surface])
 
 
@@ -80,7 +82,7 @@ def remove_outliers(pcd: o3d.geometry.PointCloud, neighbors: int = OUTLIER_NEIGH
 
 def surface_points(run: Run, box_world: np.ndarray, source: str = "grid", count: int = 100_000,
                    samples: int | None = None, iso: float = 0.5, outliers: bool = True, colors: str = "photos",
-                   progress: bool = False) -> o3d.geometry.PointCloud:
+                   views: int | None = None, progress: bool = False) -> o3d.geometry.PointCloud:
     """A surface point cloud in world units from `source` ("grid" or "depth"), cropped to the world box (2, 3).
 
     Args:
@@ -91,6 +93,7 @@ def surface_points(run: Run, box_world: np.ndarray, source: str = "grid", count:
         samples, iso: lattice samples per axis and opacity iso value of the "grid" source.
         outliers: apply statistical outlier removal.
         colors: "photos" or "field" (see `photo.surface_colors`).
+        views: the "depth" source renders this many training views spread over the cameras; default all.
         progress: show progress bars.
     """
     if source not in SOURCES:
@@ -98,5 +101,5 @@ def surface_points(run: Run, box_world: np.ndarray, source: str = "grid", count:
     if source == "grid":
         pcd = crop(grid_points(run, box_world, count, samples, iso, colors, progress=progress), box_world)
     else:
-        pcd = depth_points(run, box_world, count, colors, progress=progress)
+        pcd = depth_points(run, box_world, count, colors, views=views, progress=progress)
     return remove_outliers(pcd) if outliers else pcd

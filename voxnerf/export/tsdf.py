@@ -14,7 +14,7 @@ import open3d as o3d
 import open3d.core as o3c
 
 from voxnerf.data.cameras import Cameras
-from voxnerf.export.depth import SurfaceView, rendered_views
+from voxnerf.export.depth import SurfaceView, chosen_views, rendered_views
 from voxnerf.run.load import Run
 
 TRUNCATION_VOXELS = 4.0  # the signed distance is truncated at this many voxels
@@ -37,7 +37,7 @@ def pinhole(cameras: Cameras, i: int) -> tuple[o3c.Tensor, o3c.Tensor]:
     return o3c.Tensor(k, o3c.float64), o3c.Tensor(np.linalg.inv(c2w), o3c.float64)
 
 
-def fuse(run: Run, voxel: float, far: float | None = None, min_views: float = MIN_VIEWS,
+def fuse(run: Run, voxel: float, far: float | None = None, min_views: float = MIN_VIEWS, views: int | None = None,
          progress: bool = False) -> o3d.geometry.TriangleMesh:
     """The TSDF mesh of the run's rendered training views, world units, with vertex colors.
 
@@ -46,6 +46,7 @@ def fuse(run: Run, voxel: float, far: float | None = None, min_views: float = MI
         voxel: TSDF voxel edge in world units.
         far: depth beyond which pixels are ignored (default the scene's far bound).
         min_views: voxels integrated fewer times than this are left out of the mesh.
+        views: fuse this many training views spread over the cameras (`depth.chosen_views`); default all.
         progress: show a bar over the views.
     """
     cameras = run.training_cameras()
@@ -54,7 +55,7 @@ def fuse(run: Run, voxel: float, far: float | None = None, min_views: float = MI
         attr_names=("tsdf", "weight", "color"), attr_dtypes=(o3c.float32, o3c.float32, o3c.float32),
         attr_channels=((1), (1), (3)), voxel_size=voxel, block_resolution=8, block_count=BLOCK_COUNT, device=device)
     far = float(run.record.far if far is None else far)
-    for sv in rendered_views(run, cameras, progress):
+    for sv in rendered_views(run, cameras, chosen_views(len(cameras), views), progress):
         rgb = sv.view.rgb.reshape(-1, 3).copy()
         rgb[sv.surface] = sv.foreground_rgb(run.background)
         color = o3d.t.geometry.Image(o3c.Tensor(rgb.reshape(sv.view.rgb.shape).astype(np.float32)))
