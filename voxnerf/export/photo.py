@@ -141,8 +141,8 @@ def photo_colors(run: Run, points: np.ndarray, normals: np.ndarray, depth_maps: 
     cameras = scene.cameras.subset(train)
     tolerance = DEPTH_TOLERANCE * run.model.estimator.cell_size / run.scale
     groups, colors, weights = [np.zeros(0, np.int64)], [np.zeros((0, 3), np.float32)], [np.zeros(0)]
-    views = range(len(cameras)) if views is None else views.tolist()
-    for i in tqdm(views, desc="coloring from photos", unit="view", disable=not progress, leave=False):
+    indices = range(len(cameras)) if views is None else views.tolist()
+    for i in tqdm(indices, desc="coloring from photos", unit="view", disable=not progress, leave=False):
         photo = premultiplied(scene.rgba(train[i])).numpy()
         for part, found in zip((groups, colors, weights),
                                view_samples(cameras, i, photo, depth_maps(i), points, normals, tolerance)):
