@@ -52,11 +52,11 @@ class Samples:
     candidates: torch.Tensor
 
 
-def _per_fine_step(values: torch.Tensor, rays: torch.Tensor, substeps: int) -> torch.Tensor:
-    """Per-ray values (R, ...) of the rays (C,) of C coarse steps, repeated for each step's `substeps` fine steps:
-    (C * substeps, ...). One gather per coarse step and a copy: a gather per fine step cost several times more."""
-    picked = values[rays]
-    return picked.unsqueeze(1).expand(-1, substeps, *picked.shape[1:]).reshape(len(rays) * substeps, *picked.shape[1:])
+def _per_fine_step(values: torch.Tensor, substeps: int) -> torch.Tensor:
+    """Values (C, ...) of C coarse steps, repeated for each step's `substeps` fine steps: (C * substeps, ...). Per-ray
+    values are gathered per coarse step and repeated: a gather per fine step cost several times more."""
+    rest = values.shape[1:]
+    return values.unsqueeze(1).expand(-1, substeps, *rest).reshape(len(values) * substeps, *rest)
 
 
 @torch.no_grad()
@@ -104,11 +104,11 @@ def march(
         in_brick = occupancy.in_occupied_brick(x_c.view(-1, 3)).view(u_c.shape)
         live = marching[:, None] & (u_c < u_far[:, None]) & in_brick
         ray_c, j_c = torch.nonzero(live, as_tuple=True)  # host sync 1 of the round
-        ray = ray_c[:, None].expand(-1, substeps).reshape(-1)
+        ray = _per_fine_step(ray_c, substeps)
         u = (u_c[ray_c, j_c][:, None] + (fine + offsets[ray_c, None]) * step).reshape(-1)
-        t = space.march_distance(u, _per_fine_step(extra, ray_c, substeps))
-        x = space.march_points(_per_fine_step(origins, ray_c, substeps), _per_fine_step(dirs, ray_c, substeps), t)
-        ends = _per_fine_step(u_far, ray_c, substeps)
+        t = space.march_distance(u, _per_fine_step(extra[ray_c], substeps))
+        x = space.march_points(_per_fine_step(origins[ray_c], substeps), _per_fine_step(dirs[ray_c], substeps), t)
+        ends = _per_fine_step(u_far[ray_c], substeps)
         inside = torch.nonzero((u < ends) & occupancy.is_occupied(x)).squeeze(-1)  # host sync 2
         ray, u, t, x = ray[inside], u[inside], t[inside], x[inside]
         delta = space.intervals(u, step, u_far[ray], extra[ray])
