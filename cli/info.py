@@ -1,4 +1,5 @@
-"""`voxnerf info SCENE [--plot top.png]`: what was loaded from a scene folder, and a top view of its cameras."""
+"""`voxnerf info SCENE [--plot top.png] [--check-masks]`: what was loaded from a scene folder, a top view of its
+cameras, and whether its masks agree with its poses."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import typer
 
 from voxnerf.data import load_scene
 from voxnerf.data.cameras import Cameras
+from voxnerf.data.hull import ViewAgreement, mask_agreement
 from voxnerf.data.layout import detect_layout, top_down_axes
 from voxnerf.data.scene import Scene
 from voxnerf.errors import VoxnerfError
@@ -18,6 +20,9 @@ TICK_FRACTION = 0.06  # longest view wedge of a camera, as a fraction of the plo
 TICK_NEAR = 0.3  # longest view wedge of a camera, as a fraction of the near distance
 # The 12 edges of a box, as pairs of corner indices; corner k has x = bit 0, y = bit 1, z = bit 2 of k.
 BOX_EDGES = [(k, k | bit) for k in range(8) for bit in (1, 2, 4) if not k & bit]
+MASK_TOLERANCE = 2.0  # px: silhouettes this far outside the other views' masks still agree (masks are hand-made)
+DISAGREEING = 0.1  # a view disagrees when this share of its silhouette lies beyond the tolerance
+WORST_SHOWN = 5
 
 
 def info(
@@ -25,6 +30,8 @@ def info(
     plot: Path = typer.Option(None, help="Also draw a top view of the cameras, box and near/far into this PNG."),
     downscale: int = typer.Option(1, min=1, help="Describe the scene as `train --downscale N` would read it."),
     format: str = typer.Option(None, "--format", help="Read SCENE as this format (default: detected)."),
+    check_masks: bool = typer.Option(False, "--check-masks", help="Also test each view's mask against the other "
+                                     "views' masks and the poses (tens of seconds): views that disagree train soft edges."),
 ) -> None:
     """Print the detected format and layout, views per split, resolution, intrinsics and bounds."""
     if plot is not None and plot.suffix.lower() not in PLOT_SUFFIXES:
@@ -53,6 +60,23 @@ def info(
     typer.echo(f"masks       {masks}   sparse points  {s['points']}")
     if plot is not None:
         typer.echo(f"top view    {plot_top_view(loaded, layout, plot)}")
+    if check_masks:
+        if not loaded.has_masks:
+            raise VoxnerfError(f"{scene}: --check-masks needs foreground masks, and this scene has none")
+        with_masks = load_scene(scene, downscale=downscale, format=format)
+        typer.echo(f"mask check  {mask_verdict(mask_agreement(with_masks, MASK_TOLERANCE))}")
+
+
+def mask_verdict(report: list[ViewAgreement]) -> str:
+    """One line: how many views' silhouettes disagree with the other views' masks, and the worst of them."""
+    bad = sorted((v for v in report if v.disagreeing > DISAGREEING), key=lambda v: -v.disagreeing)
+    if not bad:
+        return (f"the {len(report)} masks agree with the poses (no view has over {DISAGREEING:.0%} of its silhouette "
+                f"more than {MASK_TOLERANCE:g} px outside the other views' masks)")
+    worst = ", ".join(f"{v.name} {v.disagreeing:.0%}" for v in bad[:WORST_SHOWN])
+    return (f"{len(bad)} of {len(report)} views disagree with the others (share of the silhouette more than "
+            f"{MASK_TOLERANCE:g} px outside the other views' masks: {worst}): their poses, intrinsics or masks are "
+            f"off, so trained silhouettes will be soft there and the edges will cap the PSNR")
 
 
 def side_rays(cameras: Cameras) -> np.ndarray:

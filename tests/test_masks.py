@@ -1,5 +1,6 @@
 """Masks: a scene with foreground masks trains with the mask as alpha (random background behind it), is scored on
-a white background, and gets the object-masked preset."""
+a white background, and gets the object-masked preset; `voxnerf info --check-masks` finds the view whose mask
+disagrees with the others."""
 
 from __future__ import annotations
 
@@ -7,10 +8,14 @@ import dataclasses
 
 import numpy as np
 import torch
+from typer.testing import CliRunner
 
+from voxnerf.data.hull import mask_agreement
 from voxnerf.data.space import Space
+from voxnerf.data.writers import write_scene
 from voxnerf.train.ray_sampler import RaySampler
 from voxnerf.train.session import preset_for
+from voxnerf_cli.main import app
 
 
 def test_masked_pixels_are_replaced_by_the_random_background(general_scene):
@@ -57,3 +62,30 @@ def test_the_box_of_a_masked_capture_is_the_visual_hull_of_its_masks(make_scene)
     box = bounds_from_masks(scene.cameras, sphere_masks(scene.cameras, center, radius), loose)
     step = 5.0 / 47
     np.testing.assert_allclose(box, np.stack([center - radius, center + radius]), atol=2 * step)
+
+
+def test_the_mask_check_singles_out_the_view_whose_mask_disagrees_with_the_poses(make_scene):
+    scene = make_scene(n=16, size=(96, 80), intrinsics=(110.0, 110.0, 48.0, 40.0), distortion=(0.0,) * 4)
+    masks = sphere_masks(scene.cameras, scene.bbox.mean(0) + 0.1, 0.5)
+    exact = mask_agreement(dataclasses.replace(scene, masks=masks), tolerance=1.0, pixels=64, samples=128)
+    assert max(v.disagreeing for v in exact) < 0.05 and max(v.gap_p90 for v in exact) < 1.0
+
+    masks[5] = np.roll(masks[5], 6, axis=1)  # view 5's mask 6 px to the right: its pose or mask is off
+    shifted = mask_agreement(dataclasses.replace(scene, masks=masks), tolerance=1.0, pixels=64, samples=128)
+    assert shifted[5].disagreeing > 0.3 and shifted[5].gap_p90 > 3.0
+    assert max(v.disagreeing for v in shifted if v.view != 5) < 0.05  # one wrong mask does not cut the others' hull
+
+
+def test_info_check_masks_names_the_view_that_disagrees(make_scene, tmp_path):
+    scene = make_scene(n=16, size=(96, 80), intrinsics=(110.0, 110.0, 48.0, 40.0), distortion=(0.0,) * 4)
+    masks = sphere_masks(scene.cameras, scene.bbox.mean(0) + 0.1, 0.5)
+    masks[5] = np.roll(masks[5], 6, axis=1)
+    folder = write_scene(dataclasses.replace(scene, masks=masks), "neus", tmp_path / "masked")
+    result = CliRunner().invoke(app, ["info", str(folder), "--check-masks"])
+    assert result.exit_code == 0, result.output
+    check = next(line for line in result.output.splitlines() if line.startswith("mask check"))
+    assert "1 of 16 views disagree" in check and "005.png" in check
+
+    unmasked = write_scene(dataclasses.replace(scene, masks=None), "neus", tmp_path / "unmasked")
+    result = CliRunner().invoke(app, ["info", str(unmasked), "--check-masks"])
+    assert result.exit_code != 0 and "has none" in str(result.exception)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from voxnerf.data.cameras import Cameras
@@ -80,3 +81,22 @@ def image_rays(cameras: Cameras, index: int, dtype: torch.dtype = torch.float32)
     dist_t = torch.from_numpy(dist).expand(n, 4) if dist.any() else None
     origins, dirs = pixel_rays(c2w, intr, dist_t, uv)
     return origins.to(dtype), dirs.to(dtype)
+
+
+def project(cameras: Cameras, i: int, points: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where world points (N, 3) fall in camera i's image.
+
+    Returns:
+        uv (N, 2) pixel coordinates (pixel centers at +0.5, lens distortion applied), distances (N,) from the
+        camera center, and in_front (N,) bool (positive camera z; uv is meaningless elsewhere).
+    """
+    c2w = cameras.c2w[i]
+    local = (points - c2w[:, 3]) @ np.linalg.inv(c2w[:, :3]).T
+    z = local[:, 2]
+    in_front = z > 1e-9
+    xy = local[:, :2] / np.where(in_front, z, 1.0)[:, None]
+    if cameras.distortion[i].any():
+        coeffs = torch.as_tensor(cameras.distortion[i]).expand(len(xy), 4)
+        xy = distort(torch.as_tensor(xy), coeffs).numpy()
+    fx, fy, cx, cy = cameras.intrinsics[i]
+    return xy * (fx, fy) + (cx, cy), np.linalg.norm(points - c2w[:, 3], axis=1), in_front

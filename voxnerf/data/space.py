@@ -62,6 +62,13 @@ def ray_box(origins: torch.Tensor, dirs: torch.Tensor, lo: torch.Tensor, hi: tor
     return t_near, t_far
 
 
+def box_span(origins: np.ndarray, dirs: np.ndarray, box: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Entry (>= 0) and exit distances (R,) of rays (R, 3) through an axis-aligned box (2, 3), float64; exit <=
+    entry: a miss. `ray_box` on numpy arrays."""
+    near, far = ray_box(*(torch.as_tensor(np.asarray(a, np.float64)) for a in (origins, dirs, box[0], box[1])))
+    return near.numpy(), far.numpy()
+
+
 @dataclass
 class MarchRays:
     """Rays as a space marches them.

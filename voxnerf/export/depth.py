@@ -16,7 +16,8 @@ from tqdm import tqdm
 
 from voxnerf.data.cameras import Cameras
 from voxnerf.data.rays import image_rays
-from voxnerf.export.query import box_span, densities_along
+from voxnerf.data.space import box_span
+from voxnerf.export.query import densities_along
 from voxnerf.render.views import View
 from voxnerf.run.load import Run
 

@@ -19,10 +19,11 @@ import numpy as np
 from tqdm import tqdm
 
 from voxnerf.data.rays import image_rays
+from voxnerf.data.space import box_span
 from voxnerf.errors import VoxnerfError
 from voxnerf.export.box import require_box_space
 from voxnerf.export.depth import RAY_CHUNK, SURFACE_OPACITY, spread_views
-from voxnerf.export.query import box_span, densities_along, opacity_to_density
+from voxnerf.export.query import densities_along, opacity_to_density
 from voxnerf.render.model import Model
 from voxnerf.run.load import Run
 

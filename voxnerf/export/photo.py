@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from voxnerf.data.cameras import Cameras
 from voxnerf.data.images import premultiplied
-from voxnerf.data.rays import distort, image_rays
+from voxnerf.data.rays import image_rays, project
 from voxnerf.errors import VoxnerfError
 from voxnerf.export.query import head_on_colors
 from voxnerf.run.load import Run
@@ -35,25 +35,6 @@ DEPTH_TOLERANCE = 2.0  # grid cells: a point this close to a view's depth at its
 DEPTH_RELATIVE = 0.005  # ... plus this fraction of its distance (contracted runs: far cells are larger)
 
 DepthMaps = Callable[[int], np.ndarray]  # training view index -> (H, W) distances along its pixel rays, 0 or inf: none
-
-
-def project(cameras: Cameras, i: int, points: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Where world points (N, 3) fall in camera i's image.
-
-    Returns:
-        uv (N, 2) pixel coordinates (pixel centers at +0.5, lens distortion applied), distances (N,) from the
-        camera center, and in_front (N,) bool (positive camera z; uv is meaningless elsewhere).
-    """
-    c2w = cameras.c2w[i]
-    local = (points - c2w[:, 3]) @ np.linalg.inv(c2w[:, :3]).T
-    z = local[:, 2]
-    in_front = z > 1e-9
-    xy = local[:, :2] / np.where(in_front, z, 1.0)[:, None]
-    if cameras.distortion[i].any():
-        coeffs = torch.as_tensor(cameras.distortion[i]).expand(len(xy), 4)
-        xy = distort(torch.as_tensor(xy), coeffs).numpy()
-    fx, fy, cx, cy = cameras.intrinsics[i]
-    return xy * (fx, fy) + (cx, cy), np.linalg.norm(points - c2w[:, 3], axis=1), in_front
 
 
 def bilinear(image: np.ndarray, uv: np.ndarray) -> np.ndarray:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from voxnerf.data.space import ray_box
 from voxnerf.render.model import Model
 from voxnerf.system.threads import recheck_threads
 
@@ -40,13 +39,6 @@ def log_density(model: Model, x: np.ndarray) -> np.ndarray:
         sigma = model.field.density_at(g) * model.estimator.is_occupied(g)
         out[i:i + CHUNK] = torch.log(sigma).clamp_min(LOG_EMPTY).cpu().numpy()
     return out
-
-
-def box_span(origins: np.ndarray, dirs: np.ndarray, box: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Entry (>= 0) and exit distances (R,) of rays (R, 3) through an axis-aligned box (2, 3), float64; exit <=
-    entry: a miss. The renderer's slab test (`march.ray_box`) on numpy arrays."""
-    near, far = ray_box(*(torch.as_tensor(np.asarray(a, np.float64)) for a in (origins, dirs, box[0], box[1])))
-    return near.numpy(), far.numpy()
 
 
 def densities_along(model: Model, origins: np.ndarray, dirs: np.ndarray, near: np.ndarray,
