@@ -31,12 +31,16 @@ def info(
     downscale: int = typer.Option(1, min=1, help="Describe the scene as `train --downscale N` would read it."),
     format: str = typer.Option(None, "--format", help="Read SCENE as this format (default: detected)."),
     check_masks: bool = typer.Option(False, "--check-masks", help="Also test each view's mask against the other "
-                                     "views' masks and the poses (tens of seconds): views that disagree train soft edges."),
+                                     "views' masks and the poses (tens of seconds): views that disagree train soft "
+                                     "edges."),
 ) -> None:
-    """Print the detected format and layout, views per split, resolution, intrinsics and bounds."""
+    """Print the detected format and layout, views per split, resolution, intrinsics and bounds; with
+    --check-masks, whether the masks agree with the poses."""
     if plot is not None and plot.suffix.lower() not in PLOT_SUFFIXES:
         raise VoxnerfError(f"--plot {plot}: expected a file name ending in {', '.join(PLOT_SUFFIXES)}")
     loaded = load_scene(scene, with_images=False, downscale=downscale, format=format)
+    if check_masks and not loaded.has_masks:
+        raise VoxnerfError(f"{scene}: --check-masks needs foreground masks, and this scene has none")
     layout = detect_layout(loaded)
     s = loaded.summary()
     fx = s["intrinsics[0]"]
@@ -61,20 +65,21 @@ def info(
     if plot is not None:
         typer.echo(f"top view    {plot_top_view(loaded, layout, plot)}")
     if check_masks:
-        if not loaded.has_masks:
-            raise VoxnerfError(f"{scene}: --check-masks needs foreground masks, and this scene has none")
         with_masks = load_scene(scene, downscale=downscale, format=format)
         typer.echo(f"mask check  {mask_verdict(mask_agreement(with_masks, MASK_TOLERANCE))}")
 
 
 def mask_verdict(report: list[ViewAgreement]) -> str:
-    """One line: how many views' silhouettes disagree with the other views' masks, and the worst of them."""
+    """One line: how many views' silhouettes disagree with the other views' masks, and the worst of them; empty
+    masks are named first."""
+    empty = [v.name for v in report if not v.pixels]
+    empty_note = f"empty masks: {', '.join(empty[:WORST_SHOWN])}; " if empty else ""
     bad = sorted((v for v in report if v.disagreeing > DISAGREEING), key=lambda v: -v.disagreeing)
     if not bad:
-        return (f"the {len(report)} masks agree with the poses (no view has over {DISAGREEING:.0%} of its silhouette "
-                f"more than {MASK_TOLERANCE:g} px outside the other views' masks)")
+        return (f"{empty_note}the {len(report)} masks agree with the poses (no view has over {DISAGREEING:.0%} of its "
+                f"silhouette more than {MASK_TOLERANCE:g} px outside the other views' masks)")
     worst = ", ".join(f"{v.name} {v.disagreeing:.0%}" for v in bad[:WORST_SHOWN])
-    return (f"{len(bad)} of {len(report)} views disagree with the others (share of the silhouette more than "
+    return (f"{empty_note}{len(bad)} of {len(report)} views disagree with the others (share of the silhouette more than "
             f"{MASK_TOLERANCE:g} px outside the other views' masks: {worst}): their poses, intrinsics or masks are "
             f"off, so trained silhouettes will be soft there and the edges will cap the PSNR")
 

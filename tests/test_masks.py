@@ -64,23 +64,28 @@ def test_the_box_of_a_masked_capture_is_the_visual_hull_of_its_masks(make_scene)
     np.testing.assert_allclose(box, np.stack([center - radius, center + radius]), atol=2 * step)
 
 
-def test_the_mask_check_singles_out_the_view_whose_mask_disagrees_with_the_poses(make_scene):
+def sphere_capture(make_scene, shifted: int | None = None):
+    """A 16-view capture of a sphere with exact masks; view `shifted`'s mask moved 6 px to the right (its pose or
+    mask is off)."""
     scene = make_scene(n=16, size=(96, 80), intrinsics=(110.0, 110.0, 48.0, 40.0), distortion=(0.0,) * 4)
     masks = sphere_masks(scene.cameras, scene.bbox.mean(0) + 0.1, 0.5)
-    exact = mask_agreement(dataclasses.replace(scene, masks=masks), tolerance=1.0, pixels=64, samples=128)
+    if shifted is not None:
+        masks[shifted] = np.roll(masks[shifted], 6, axis=1)
+    return dataclasses.replace(scene, masks=masks)
+
+
+def test_the_mask_check_singles_out_the_view_whose_mask_disagrees_with_the_poses(make_scene):
+    exact = mask_agreement(sphere_capture(make_scene), tolerance=1.0, pixels=64, samples=128)
     assert max(v.disagreeing for v in exact) < 0.05 and max(v.gap_p90 for v in exact) < 1.0
 
-    masks[5] = np.roll(masks[5], 6, axis=1)  # view 5's mask 6 px to the right: its pose or mask is off
-    shifted = mask_agreement(dataclasses.replace(scene, masks=masks), tolerance=1.0, pixels=64, samples=128)
+    shifted = mask_agreement(sphere_capture(make_scene, shifted=5), tolerance=1.0, pixels=64, samples=128)
     assert shifted[5].disagreeing > 0.3 and shifted[5].gap_p90 > 3.0
     assert max(v.disagreeing for v in shifted if v.view != 5) < 0.05  # one wrong mask does not cut the others' hull
 
 
 def test_info_check_masks_names_the_view_that_disagrees(make_scene, tmp_path):
-    scene = make_scene(n=16, size=(96, 80), intrinsics=(110.0, 110.0, 48.0, 40.0), distortion=(0.0,) * 4)
-    masks = sphere_masks(scene.cameras, scene.bbox.mean(0) + 0.1, 0.5)
-    masks[5] = np.roll(masks[5], 6, axis=1)
-    folder = write_scene(dataclasses.replace(scene, masks=masks), "neus", tmp_path / "masked")
+    scene = sphere_capture(make_scene, shifted=5)
+    folder = write_scene(scene, "neus", tmp_path / "masked")
     result = CliRunner().invoke(app, ["info", str(folder), "--check-masks"])
     assert result.exit_code == 0, result.output
     check = next(line for line in result.output.splitlines() if line.startswith("mask check"))

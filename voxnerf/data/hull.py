@@ -14,6 +14,7 @@ view whose pose, intrinsics or mask disagrees with the rest, which no trained fi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable
 
 import numpy as np
 from scipy import ndimage
@@ -21,14 +22,17 @@ from scipy import ndimage
 from voxnerf.data.rays import image_rays, project
 from voxnerf.data.scene import Scene
 from voxnerf.data.space import box_span
+from voxnerf.errors import VoxnerfError
 
 RAY_CHUNK = 256  # rays whose points are projected at once
 OUTVOTED = 0.1  # mask_agreement: a point may lie outside this share of the other views' masks and stay in the hull
 
 
-def outside_distance(scene: Scene, views) -> dict[int, np.ndarray]:
-    """Per view, (H, W) Euclidean distance in px from each pixel to the view's mask (0 inside)."""
-    return {int(j): ndimage.distance_transform_edt(~scene.masks[j]) for j in views}
+def outside_distance(scene: Scene, views: Iterable[int]) -> dict[int, np.ndarray]:
+    """Per view, (H, W) Euclidean distance in px from each pixel to the view's mask (0 inside; inf everywhere for
+    an empty mask)."""
+    return {int(j): ndimage.distance_transform_edt(~scene.masks[j]) if scene.masks[j].any()
+            else np.full(scene.masks[j].shape, np.inf) for j in views}
 
 
 def ray_gaps(scene: Scene, outside: dict[int, np.ndarray], origins: np.ndarray, dirs: np.ndarray,
@@ -40,14 +44,15 @@ def ray_gaps(scene: Scene, outside: dict[int, np.ndarray], origins: np.ndarray, 
     near, far = box_span(origins, dirs, scene.bbox)
     t = near[:, None] + (far - near)[:, None] * np.linspace(0.0, 1.0, samples)
     points = (origins[:, None] + t[..., None] * dirs[:, None]).reshape(-1, 3)
-    outside_by_view = np.zeros((len(outside), len(points)))
-    for row, (j, dist) in zip(outside_by_view, outside.items()):
+    outside_by_view = np.zeros((len(outside) if ignore else 1, len(points)))  # a running max needs one row
+    for k, (j, dist) in enumerate(outside.items()):
         uv, _, front = project(scene.cameras, j, points)
         h, w = dist.shape
         px = np.floor(uv).astype(np.int64)
         seen = front & (px[:, 0] >= 0) & (px[:, 1] >= 0) & (px[:, 0] < w) & (px[:, 1] < h)
-        row[seen] = dist[px[seen, 1], px[seen, 0]]
-    worst = -np.partition(-outside_by_view, ignore, axis=0)[ignore] if ignore else outside_by_view.max(0)
+        row = outside_by_view[k if ignore else 0]
+        row[seen] = np.maximum(row[seen], dist[px[seen, 1], px[seen, 0]])
+    worst = -np.partition(-outside_by_view, ignore, axis=0)[ignore] if ignore else outside_by_view[0]
     gaps = worst.reshape(len(origins), samples).min(1)
     return np.where(far > near, gaps, np.inf)
 
@@ -61,10 +66,12 @@ def edge_pixels(mask: np.ndarray, band: float) -> tuple[np.ndarray, np.ndarray]:
 def pixel_gaps(scene: Scene, outside: dict[int, np.ndarray], index: int, rows: np.ndarray, cols: np.ndarray,
                samples: int, ignore: int = 0) -> np.ndarray:
     """Gaps (P,) of view `index`'s pixels (rows, cols (P,)) against the masks in `outside` (`ray_gaps`)."""
+    if not len(rows):
+        return np.zeros(0)
     origins, dirs = (t.numpy().astype(np.float64) for t in image_rays(scene.cameras, index))
     flat = rows * scene.masks[index].shape[1] + cols
     chunks = [flat[i:i + RAY_CHUNK] for i in range(0, len(flat), RAY_CHUNK)]
-    return np.concatenate([ray_gaps(scene, outside, origins[c], dirs[c], samples, ignore) for c in chunks] or [np.zeros(0)])
+    return np.concatenate([ray_gaps(scene, outside, origins[c], dirs[c], samples, ignore) for c in chunks])
 
 
 @dataclass
@@ -82,8 +89,14 @@ def mask_agreement(scene: Scene, tolerance: float = 2.0, pixels: int = 200, samp
                    outvoted: float = OUTVOTED, seed: int = 0) -> list[ViewAgreement]:
     """Each view's silhouette (up to `pixels` random mask pixels 1 px inside the edge) against the hull of the
     other views' masks, where a point may lie outside an `outvoted` share of them (so that a few wrong views stand
-    out instead of cutting everyone's hull): the 90th percentile of its gaps and their share above `tolerance` px. Needs
-    `scene.masks`."""
+    out instead of cutting everyone's hull): the 90th percentile of its gaps and their share above `tolerance` px.
+
+    The share is of all other views, seen or not (int(outvoted * (N - 1)), none below 11 views): made for object
+    captures whose cameras all see the object; a point only a few cameras see may lie outside all their masks.
+    It catches silhouettes that stick out of the others' hull (a shifted view, a mask too large); a mask too small
+    for its view, or an empty one (pixels = 0), passes unnoticed here. Needs `scene.masks`, at least two."""
+    if len(scene.masks) < 2:
+        raise VoxnerfError(f"{scene.root}: the mask check needs at least two views with masks")
     outside = outside_distance(scene, range(len(scene.masks)))
     ignore = int(outvoted * (len(outside) - 1))
     rng = np.random.default_rng(seed)
@@ -93,7 +106,7 @@ def mask_agreement(scene: Scene, tolerance: float = 2.0, pixels: int = 200, samp
         pick = rng.permutation(len(rows))[:pixels]
         others = {j: d for j, d in outside.items() if j != i}
         gaps = pixel_gaps(scene, others, i, rows[pick], cols[pick], samples, ignore)
-        p90 = float(np.percentile(gaps, 90)) if len(gaps) else 0.0
+        p90 = float(np.percentile(gaps, 90, method="higher")) if len(gaps) else 0.0  # no inf - inf between misses
         report.append(ViewAgreement(i, scene.image_paths[i].name, len(gaps), p90,
                                     float((gaps > tolerance).mean()) if len(gaps) else 0.0))
     return report

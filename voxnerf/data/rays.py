@@ -1,4 +1,5 @@
-"""Rays through pixels: origins and unit directions in world coordinates, with OpenCV lens distortion undone."""
+"""Rays through pixels (origins and unit directions in world coordinates, with OpenCV lens distortion undone), and
+the way back: where world points fall in an image (`project`)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,6 @@ from typing import Callable
 
 import numpy as np
 import open3d as o3d
-import torch
 from tqdm import tqdm
 
 from voxnerf.data.cameras import Cameras
