@@ -38,7 +38,7 @@ def info(
     --check-masks, whether the masks agree with the poses."""
     if plot is not None and plot.suffix.lower() not in PLOT_SUFFIXES:
         raise VoxnerfError(f"--plot {plot}: expected a file name ending in {', '.join(PLOT_SUFFIXES)}")
-    loaded = load_scene(scene, with_images=False, downscale=downscale, format=format)
+    loaded = load_scene(scene, with_images=check_masks, downscale=downscale, format=format)  # images: decoded lazily
     if check_masks and not loaded.has_masks:
         raise VoxnerfError(f"{scene}: --check-masks needs foreground masks, and this scene has none")
     layout = detect_layout(loaded)
@@ -65,8 +65,7 @@ def info(
     if plot is not None:
         typer.echo(f"top view    {plot_top_view(loaded, layout, plot)}")
     if check_masks:
-        with_masks = load_scene(scene, downscale=downscale, format=format)
-        typer.echo(f"mask check  {mask_verdict(mask_agreement(with_masks, MASK_TOLERANCE))}")
+        typer.echo(f"mask check  {mask_verdict(mask_agreement(loaded, MASK_TOLERANCE))}")
 
 
 def mask_verdict(report: list[ViewAgreement]) -> str:
