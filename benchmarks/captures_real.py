@@ -1,56 +1,73 @@
-"""Real photo captures on the CPU (issue 14): `voxnerf train` with the preset it picks and no overrides, 2 threads,
-300 s, on a capture and on variants of it that exercise the other spaces.
+"""Every real capture at once (issue 37): plain `voxnerf train` (the preset it picks, no overrides), 2 threads,
+300 s, on every capture in a folder, each in three layouts, plus NeRF-Synthetic lego_100; one table.
 
-Per run: test PSNR at --eval-at times and at the end, training rays/s and samples per ray (medians over the second
-half of training), the scoring speed of the end-of-training evaluation (rays/s), the wall time of the whole run,
-and the peak RSS of its process.
+Layouts of one LLFF-style capture (folders of links under --out; nothing is copied):
+  object     the capture as it is, with its masks: an object capture in box space
+  unbounded  without its masks: a 360-degree capture of an unbounded scene (contract space)
+  forward    only the photos within FORWARD_DEGREES of the middle photo's view direction: a forward-facing sweep
+             (NDC space)
+and `synthetic`: lego_100 (white background, all 200 test views).
 
-Variants of one LLFF-style capture (folders of links under --out; nothing is copied):
-  as-is     the capture itself (ethiopianHead_8: masks, so an object capture in box space)
-  no-masks  without its masks: the 360-degree capture as an unbounded scene (contract space)
-  forward   only the photos within FORWARD_DEGREES of the middle photo's view direction: a forward-facing sweep
-            (NDC space)
+Per row: test PSNR and SSIM at the end of training, training rays/s and samples per ray (medians over the second
+half of training), peak RSS of the run's process, wall time of the whole run (loading, training, scoring); then the
+mean of each layout and of all rows.
 
-With --appearance VARIANTS, those variants train a second time with per-image appearance codes
-(`field.appearance_dim=APPEARANCE_DIM`), right after the first. With --before VARIANTS and --before-set KEY=VALUE
-(repeatable), those variants also train with the overrides that restore an earlier preset, side by side with
-today's. With --repeats N every run is made N times, in rounds (all runs once, then again), and the table shows
-the medians of each column.
+Arms side by side, each row's arms one after the other (so the machine's drift hits both):
+  today       the working tree as it is
+  before      --before REV (an earlier commit, in a temporary worktree) and/or --before-set KEY=VALUE (overrides
+              that restore an earlier preset); it is then the reference that today is judged against
+  try         --try KEY=VALUE: today's tree with overrides, judged against today (a screening of a change)
+  appearance  --appearance: today with per-image appearance codes (field.appearance_dim=APPEARANCE_DIM)
 
-    python benchmarks/captures_real.py                          # ethiopianHead_8, the three variants, 300 s each
-    python benchmarks/captures_real.py PATH --variants no-masks --budget 120
-    python benchmarks/captures_real.py --appearance as-is,no-masks
-    python benchmarks/captures_real.py --repeats 2 --before as-is --before-set optim.distortion_weight=0
+The rule (README, "Benchmarks"): a preset or default change is kept only if it raises the mean of its layout's rows
+and lowers no row by more than 0.2 dB. Rows whose difference is under --close dB (0.3) run a second time in each
+arm and their medians count; the verdict per layout is printed under the table.
+
+    python benchmarks/captures_real.py                                  # the whole table (about an hour on 2 cores)
+    python benchmarks/captures_real.py --layouts unbounded --budget 120 --captures ethiopianHead_8
+    python benchmarks/captures_real.py --layouts unbounded --try contract_inner=0.5
+    python benchmarks/captures_real.py --before HEAD~1                  # an earlier commit side by side
+    python benchmarks/captures_real.py --layouts object --before-set optim.distortion_weight=0
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
 import resource
+import statistics
 import subprocess
 import sys
 import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from revisions import checkout
+
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_CAPTURE = REPO.parent / "shared" / "data" / "captures" / "ethiopianHead_8"
-VARIANTS = ("as-is", "no-masks", "forward")
+DATA = REPO.parent / "shared" / "data"
+LAYOUTS = ("object", "unbounded", "forward", "synthetic")
+SYNTHETIC = DATA / "nerf_synthetic" / "lego_100"
 FORWARD_DEGREES = 20.0
 APPEARANCE_DIM = 8
+KEEP_WORST_ROW = -0.2  # dB: the rule's floor for any row of the layout
+BARS = {"rays_per_s": 10e3, "samples_per_ray": 48.0, "peak_rss_gb": 2.0}  # issue 37's floors and ceilings
 
 
-def link_variant(capture: Path, variant: str, root: Path) -> Path:
-    """The folder a variant trains on: the capture itself, or a folder of links to its parts."""
-    if variant == "as-is":
+def link_variant(capture: Path, layout: str, root: Path) -> Path:
+    """The folder a layout trains on: the capture itself, or a folder of links to its parts."""
+    if layout == "object":
         return capture
-    out = root / f"{capture.name}_{variant}"
+    out = root / "scenes" / f"{capture.name}_{layout}"
     if out.exists():
         return out
     out.mkdir(parents=True)
-    if variant == "no-masks":
+    if layout == "unbounded":
         for entry in capture.iterdir():
             if entry.name.lower() != "masks":
                 (out / entry.name).symlink_to(entry.resolve())
@@ -69,96 +86,206 @@ def link_variant(capture: Path, variant: str, root: Path) -> Path:
     return out
 
 
-def run_one(scene_dir: Path, out: Path, budget: float, eval_at: list[float], threads: int, sets: list[str]) -> dict:
-    """Train with the auto-picked preset (and `sets`) in this process and measure."""
+def run_one(scene_dir: Path, out: Path, budget: float, threads: int, sets: list[str]) -> dict:
+    """Train with the auto-picked preset (and `sets`) in this process, as `voxnerf train` does, and measure."""
     from voxnerf.data import load_scene
     from voxnerf.train.session import preset_for, train_run
 
     preset, overlays, _ = preset_for(load_scene(scene_dir, with_images=False))
-    preset = " + ".join([preset, *overlays])
     start = time.perf_counter()
     outcome = train_run(scene_dir, None, out, overwrite=True, device="cpu", max_time=budget, threads=threads,
-                        eval_at=tuple(t for t in eval_at if t < budget), quiet=True, sets=sets)
+                        quiet=True, sets=sets)
     wall = time.perf_counter() - start
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     late = [r for r in rows if r["time"] >= budget / 2]
-    scores = outcome.scores
-    return {"scene": scene_dir.name, "preset": preset, "steps": outcome.steps, "psnr": scores["mean"]["psnr"],
-            "snapshots": outcome.snapshots,
-            "samples_per_ray": float(np.median([r["samples_per_ray"] for r in late])),
-            "rays_per_s": float(np.median([r["rays_per_s"] for r in late])),
-            "scoring_rays_per_s": scores["rays"] / scores["render_seconds"], "scoring_s": scores["render_seconds"],
-            "wall_s": wall, "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9}
+    mean = outcome.scores["mean"]
+    return {"preset": " + ".join([preset, *overlays]), "steps": outcome.steps, "psnr": mean["psnr"],
+            "ssim": mean["ssim"], "samples_per_ray": float(np.median([r["samples_per_ray"] for r in late])),
+            "rays_per_s": float(np.median([r["rays_per_s"] for r in late])), "wall_s": wall,
+            "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9}
 
 
-def table(rows: list[dict], eval_at: list[float]) -> str:
-    head = ("| variant | preset | " + " | ".join(f"PSNR @{t:g} s" for t in eval_at) + " | steps | rays/s | "
-            "samples/ray | scoring rays/s | wall | peak RSS |")
+@dataclass
+class Arm:
+    """One way of training every row: code from `tree` (None: the working tree) with `sets` over the preset."""
+
+    name: str
+    sets: list[str]
+    revision: str | None = None
+    tree: Path | None = None
+
+
+@dataclass
+class Row:
+    """One capture in one layout (or lego_100), and its runs in each arm."""
+
+    capture: str
+    layout: str
+    scene_dir: Path
+    runs: dict[str, list[dict]] = field(default_factory=dict)
+
+    def median(self, arm: str, key: str) -> float:
+        return float(statistics.median(r[key] for r in self.runs[arm]))
+
+
+def find_rows(captures: Path, names: list[str], layouts: list[str], root: Path) -> list[Row]:
+    """Every capture folder (with poses_bounds.npy) under `captures` (or `captures` itself), in each layout."""
+    if (captures / "poses_bounds.npy").is_file():
+        found = [captures]
+    else:
+        found = sorted(p for p in captures.iterdir() if (p / "poses_bounds.npy").is_file())
+    if names:
+        found = [p for p in found if p.name in names]
+    rows = [Row(p.name, layout, link_variant(p.resolve(), layout, root))
+            for p in found for layout in layouts if layout != "synthetic"]
+    if "synthetic" in layouts and (not names or SYNTHETIC.name in names):
+        rows.append(Row(SYNTHETIC.name, "synthetic", SYNTHETIC))
+    return rows
+
+
+def train(row: Row, arm: Arm, args: argparse.Namespace, index: int) -> dict:
+    """One run of `row` in `arm`, in its own process (its peak RSS is its own), with the arm's code."""
+    env = dict(os.environ)
+    if arm.tree is not None:  # the earlier commit's voxnerf comes first on the path
+        env["PYTHONPATH"] = os.pathsep.join([str(arm.tree), env.get("PYTHONPATH", "")])
+    cmd = [sys.executable, __file__, "--one", str(row.scene_dir), "--out", str(args.out / f"run_{index}"),
+           "--budget", str(args.budget), "--threads", str(args.threads), *[f"--set={s}" for s in arm.sets]]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if done.returncode:
+        sys.exit(f"{row.capture} {row.layout} ({arm.name}) failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run_rows(rows: list[Row], arms: list[Arm], args: argparse.Namespace, log: Path) -> None:
+    """Each row in each arm once, then (--close) a second run of both arms where they differ by less."""
+    count = 0
+
+    def go(row: Row, arm: Arm) -> None:
+        nonlocal count
+        result = train(row, arm, args, count)
+        count += 1
+        row.runs.setdefault(arm.name, []).append(result)
+        with log.open("a") as f:
+            f.write(json.dumps({"capture": row.capture, "layout": row.layout, "arm": arm.name, **result}) + "\n")
+        print(f"{row.capture} {row.layout} [{arm.name}]: {result['psnr']:.2f} dB, "
+              f"{result['rays_per_s'] / 1e3:.1f}k rays/s, {result['wall_s']:.0f} s", file=sys.stderr, flush=True)
+
+    for _ in range(args.repeats):
+        for row in rows:
+            for arm in arms:
+                go(row, arm)
+    if len(arms) < 2 or args.close <= 0:
+        return
+    reference = arms[0]
+    for row in rows:
+        close = [arm for arm in arms[1:] if abs(row.median(arm.name, "psnr") - row.median(reference.name, "psnr"))
+                 < args.close and len(row.runs[arm.name]) < 2]
+        for arm in [reference, *close] if close else []:
+            go(row, arm)
+
+
+def table(rows: list[Row], arms: list[Arm]) -> str:
+    """Every row in every arm (medians of its runs), then each layout's mean and the mean of all rows."""
+    head = "| capture | layout | arm | PSNR | SSIM | rays/s | samples/ray | peak RSS | wall | runs |"
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
-    for r in rows:
-        snaps = {s["time"]: s["psnr"] for s in r["snapshots"]}
-        snaps[max(eval_at)] = r["psnr"]
-        cells = " | ".join(f"{snaps[t]:.2f}" if t in snaps else "-" for t in eval_at)
-        lines.append(f"| {r['variant']} | {r['preset']} | {cells} | {r['steps']:.0f} | {r['rays_per_s'] / 1e3:.1f}k | "
-                     f"{r['samples_per_ray']:.1f} | {r['scoring_rays_per_s'] / 1e3:.1f}k | {r['wall_s']:.0f} s | "
-                     f"{r['peak_rss_gb']:.2f} GB |")
+    for row in rows:
+        for arm in arms:
+            m = lambda key: row.median(arm.name, key)  # noqa: E731
+            miss = [k for k, bar in BARS.items() if (m(k) < bar if k == "rays_per_s" else m(k) > bar)]
+            lines.append(f"| {row.capture} | {row.layout} | {arm.name} | {m('psnr'):.2f} | {m('ssim'):.3f} | "
+                         f"{m('rays_per_s') / 1e3:.1f}k | {m('samples_per_ray'):.1f} | {m('peak_rss_gb'):.2f} GB | "
+                         f"{m('wall_s'):.0f} s | {len(row.runs[arm.name])}{' (misses: ' + ', '.join(miss) + ')' if miss else ''} |")
+    lines += ["", "| layout | rows | " + " | ".join(f"mean PSNR {a.name}" for a in arms) + " |",
+              "|---|---|" + "---|" * len(arms)]
+    groups = [(layout, [r for r in rows if r.layout == layout]) for layout in LAYOUTS] + [("all", rows)]
+    for layout, members in groups:
+        if members:
+            means = [statistics.fmean(r.median(a.name, "psnr") for r in members) for a in arms]
+            lines.append(f"| {layout} | {len(members)} | " + " | ".join(f"{v:.2f}" for v in means) + " |")
     return "\n".join(lines)
+
+
+def verdicts(rows: list[Row], arms: list[Arm]) -> str:
+    """The rule per layout for every arm against the reference (the first arm): keep or drop, and why."""
+    lines = []
+    reference = arms[0]
+    for arm in arms[1:]:
+        for layout in LAYOUTS:
+            members = [r for r in rows if r.layout == layout]
+            if not members:
+                continue
+            deltas = {r.capture: r.median(arm.name, "psnr") - r.median(reference.name, "psnr") for r in members}
+            mean, worst = statistics.fmean(deltas.values()), min(deltas.values())
+            keep = mean > 0 and worst >= KEEP_WORST_ROW
+            each = ", ".join(f"{name} {d:+.2f}" for name, d in deltas.items())
+            lines.append(f"{arm.name} vs {reference.name}, {layout}: mean {mean:+.2f} dB, worst row {worst:+.2f} "
+                         f"({each}) -> {'keep' if keep else 'drop'}")
+    return "\n".join(lines)
+
+
+def cpu_name() -> str:
+    """The CPU's model and whether it has native bf16 (the precision `auto` picks depends on it)."""
+    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
+    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")),
+                 platform.machine())
+    return f"{model}, {os.cpu_count()} cores, {'avx512_bf16' if 'avx512_bf16' in info else 'no native bf16'}"
+
+
+def make_arms(args: argparse.Namespace) -> list[Arm]:
+    arms = []
+    if args.before or args.before_set:
+        arms.append(Arm("before", args.before_set, args.before))
+    arms.append(Arm("today", []))
+    if args.try_sets:
+        arms.append(Arm("try", args.try_sets))
+    if args.appearance:
+        arms.append(Arm("appearance", [f"field.appearance_dim={APPEARANCE_DIM}"]))
+    return arms
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("capture", type=Path, nargs="?", default=DEFAULT_CAPTURE)
-    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("captures", type=Path, nargs="?", default=DATA / "captures",
+                        help="a folder of captures, or one capture")
+    parser.add_argument("--captures", dest="names", default="", help="only these captures (names, comma-separated)")
+    parser.add_argument("--layouts", default=",".join(LAYOUTS))
     parser.add_argument("--budget", type=float, default=300.0, help="seconds of training per run")
-    parser.add_argument("--eval-at", default="150", help="extra scoring times (s) before the end")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", type=Path, default=REPO / "bench_runs" / "captures_real")
-    parser.add_argument("--appearance", default="", help="variants to train again with appearance codes")
-    parser.add_argument("--before", default="", help="variants to train again with the --before-set overrides")
-    parser.add_argument("--before-set", action="append", default=[], help="an override of the earlier preset")
-    parser.add_argument("--repeats", type=int, default=1, help="runs of each (the table shows medians)")
+    parser.add_argument("--before", help="an earlier commit to train side by side (the reference)")
+    parser.add_argument("--before-set", action="append", default=[], help="an override restoring an earlier preset")
+    parser.add_argument("--try", dest="try_sets", action="append", default=[], help="an override to screen")
+    parser.add_argument("--appearance", action="store_true", help="also train with per-image appearance codes")
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each row in each arm (medians count)")
+    parser.add_argument("--close", type=float, default=0.3, help="a second run where the arms differ by less (dB)")
     parser.add_argument("--one", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--set", dest="sets", action="append", default=[], help=argparse.SUPPRESS)
     args = parser.parse_args()
-    eval_at = sorted({float(t) for t in args.eval_at.split(",") if t} | {args.budget})
     if args.one:
-        result = run_one(args.one, args.out, args.budget, eval_at, args.threads, args.sets)
-        print(json.dumps(result))
+        print(json.dumps(run_one(args.one, args.out, args.budget, args.threads, args.sets)))
         return
-    if not (args.capture / "poses_bounds.npy").is_file():
-        sys.exit(f"{args.capture}: not an LLFF-style capture (no poses_bounds.npy); pass one as the first argument")
+    layouts = [name for name in args.layouts.split(",") if name]
+    unknown = set(layouts) - set(LAYOUTS)
+    if unknown:
+        sys.exit(f"--layouts: unknown {', '.join(sorted(unknown))} (expected some of {', '.join(LAYOUTS)})")
+    if not args.captures.is_dir():
+        sys.exit(f"{args.captures}: no such folder of captures")
     args.out.mkdir(parents=True, exist_ok=True)
-    runs = []  # (variant, the run's name in the table, its overrides)
-    for v in args.variants.split(","):
-        runs.append((v, v, []))
-        if v in args.appearance.split(","):
-            runs.append((v, v + " + appearance codes", [f"field.appearance_dim={APPEARANCE_DIM}"]))
-        if v in args.before.split(","):
-            runs.append((v, f"{v} (before: {', '.join(args.before_set)})", args.before_set))
-    rows = []
-    for _ in range(args.repeats):
-        for variant, name, sets in runs:
-            scene_dir = link_variant(args.capture.resolve(), variant, args.out)
-            cmd = [sys.executable, __file__, "--one", str(scene_dir), "--out", str(args.out / f"run_{len(rows)}"),
-                   "--budget", str(args.budget), "--eval-at", args.eval_at, "--threads", str(args.threads)]
-            out = subprocess.run(cmd + [f"--set={s}" for s in sets], check=True, capture_output=True, text=True).stdout
-            rows.append({"variant": name, **json.loads(out.strip().splitlines()[-1])})
-            print(f"{name}: {rows[-1]['psnr']:.2f} dB", file=sys.stderr)
-    (args.out / "results.json").write_text(json.dumps(rows, indent=2))
-    print(table([median_row([r for r in rows if r["variant"] == name]) for _, name, _ in runs], eval_at))
-
-
-def median_row(rows: list[dict]) -> dict:
-    """One run's row with every number replaced by its median over `rows` (repeats of that run)."""
-    out = dict(rows[0])
-    for key, value in rows[0].items():
-        if isinstance(value, (int, float)):
-            out[key] = float(np.median([r[key] for r in rows]))
-    times = [s["time"] for s in rows[0]["snapshots"]]
-    out["snapshots"] = [{"time": t, "psnr": float(np.median([s["psnr"] for r in rows for s in r["snapshots"]
-                                                             if s["time"] == t]))} for t in times]
-    out["runs"] = len(rows)
-    return out
+    rows = find_rows(args.captures, [n for n in args.names.split(",") if n], layouts, args.out)
+    if not rows:
+        sys.exit(f"{args.captures}: no capture (a folder with poses_bounds.npy) matches")
+    arms = make_arms(args)
+    log = args.out / f"runs_{time.strftime('%Y%m%d_%H%M%S')}.jsonl"
+    with ExitStack() as stack:
+        for arm in arms:
+            if arm.revision:
+                arm.tree = stack.enter_context(checkout(arm.revision))
+        run_rows(rows, arms, args, log)
+    print(f"{cpu_name()}, {args.threads} threads, {args.budget:g} s a run; runs in {log}")
+    print(table(rows, arms))
+    if len(arms) > 1:
+        print()
+        print(verdicts(rows, arms))
 
 
 if __name__ == "__main__":
