@@ -5,7 +5,7 @@ CONSTRAINTS ?= constraints.txt
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip install -q $(if $(CONSTRAINTS),-c $(CONSTRAINTS),)
 
-.PHONY: setup system-deps demo test bench
+.PHONY: setup system-deps demo test bench docs
 
 setup: $(VENV)/.installed
 
@@ -38,3 +38,7 @@ test: setup
 
 bench: setup
 	$(BIN)/python benchmarks/lego_cpu.py
+
+# docs/commands.md and docs/config.md, generated from the typer app and the config dataclasses (tests/test_docs.py).
+docs: setup
+	$(BIN)/python -m voxnerf.cli.reference docs

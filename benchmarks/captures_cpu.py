@@ -1,7 +1,7 @@
 """Time-to-PSNR on the toy real captures (issue 6) on the CPU: each toy capture written in each format, trained
 with the preset `voxnerf train` picks for it, scored on its held-out views, and on their background pixels alone.
 
-The toy captures (voxnerf_scenes.CAPTURES) have known depth: the background (the unbounded scene's far shell, the
+The toy captures (toy_scenes.CAPTURES) have known depth: the background (the unbounded scene's far shell, the
 forward scene's wall) is every pixel whose ground-truth depth exceeds BACKGROUND_DEPTH, so "background PSNR"
 says whether the far content was reconstructed or left as a haze. Each run trains in its own process.
 
@@ -51,14 +51,14 @@ def run_one(scene_name: str, fmt: str, budget: float, eval_at: list[float], thre
     """Make the capture (once), train on it with the auto-picked preset, and measure."""
     import torch
 
-    import voxnerf_scenes
+    import voxnerf.scenes as toy_scenes
     from voxnerf.data import load_scene
     from voxnerf.train.session import preset_for, train_run
 
     torch.set_num_threads(threads)
     scene_dir = root / f"{scene_name}_{fmt}"
     if not (scene_dir / "groundtruth.json").is_file():
-        voxnerf_scenes.make_capture(scene_name, scene_dir, fmt, n_views=VIEWS, width=WIDTH)
+        toy_scenes.make_capture(scene_name, scene_dir, fmt, n_views=VIEWS, width=WIDTH)
     preset, _, _ = preset_for(load_scene(scene_dir, with_images=False))
     outcome = train_run(scene_dir, None, root / f"run_{scene_name}_{fmt}", overwrite=True, device="cpu",
                         sets=CPU_OVERRIDES + extra, max_time=budget, max_steps=10**9, threads=threads,

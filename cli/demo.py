@@ -6,7 +6,11 @@ from pathlib import Path
 
 import typer
 
-import voxnerf_scenes
+import voxnerf.scenes as toy_scenes
+from voxnerf.cli.export import chosen_iso
+from voxnerf.cli.options import threads_option, use_threads
+from voxnerf.cli.render import print_rendered
+from voxnerf.cli.train import interrupted_line, print_outcome
 from voxnerf.errors import VoxnerfError
 from voxnerf.export import export_mesh, export_pointcloud
 from voxnerf.export.output import summary
@@ -15,10 +19,6 @@ from voxnerf.system.device import resolve_device
 from voxnerf.train.interrupt import exit_status
 from voxnerf.train.session import build_config, preset_path, train_run
 from voxnerf.view.renders import render_run
-from voxnerf_cli.export import chosen_iso
-from voxnerf_cli.options import threads_option, use_threads
-from voxnerf_cli.render import print_rendered
-from voxnerf_cli.train import interrupted_line, print_outcome
 
 STAGES = 4
 
@@ -43,20 +43,20 @@ def export_step(run_dir: Path) -> None:
 
 def demo(
     out: Path = typer.Option(Path("runs/demo"), help="Folder for the scene (OUT/scene) and the run (OUT/run)."),
-    scene: str = typer.Option("sphere", help="Toy scene: " + ", ".join(voxnerf_scenes.SCENES) + "."),
+    scene: str = typer.Option("sphere", help="Toy scene: " + ", ".join(toy_scenes.SCENES) + "."),
     max_time: float = typer.Option(60.0, help="Seconds of training."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
     threads: int = threads_option(", in every stage"),
 ) -> None:
     """Make a toy scene, train on it with configs/cpu.yaml (a minute), score, render and export it; prints the paths."""
-    if scene not in voxnerf_scenes.SCENES:
-        raise VoxnerfError(f"--scene {scene}: unknown toy scene (known: {', '.join(voxnerf_scenes.SCENES)})")
+    if scene not in toy_scenes.SCENES:
+        raise VoxnerfError(f"--scene {scene}: unknown toy scene (known: {', '.join(toy_scenes.SCENES)})")
     resolve_device(device)
     use_threads(threads)  # training sets it again from its configuration (voxnerf.train.trainer)
     build_config(preset_path("cpu"), [], None, max_time, threads)  # bad options fail before stage 1
     stage(1, f"rendering the toy scene '{scene}' (ground truth) into {out / 'scene'}")
-    scene_dir = voxnerf_scenes.make_scene(scene, out / "scene", n_train=60, n_val=5, n_test=10, size=64,
-                                          n_samples=256, progress=True)
+    scene_dir = toy_scenes.make_scene(scene, out / "scene", n_train=60, n_val=5, n_test=10, size=64,
+                                      n_samples=256, progress=True)
     stage(2, f"training with {preset_path('cpu')}")
     outcome = train_run(scene_dir, preset_path("cpu"), out / "run", device=device, overwrite=True,
                         max_time=max_time, threads=threads)

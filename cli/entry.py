@@ -19,10 +19,10 @@ signal.signal(signal.SIGINT, interrupted)
 
 
 def main() -> None:
-    """Import the CLI, then run it (voxnerf_cli.main.main), with freed memory kept for reuse
+    """Import the CLI, then run it (voxnerf.cli.main.main), with freed memory kept for reuse
     (voxnerf.system.allocator)."""
+    from voxnerf.cli.main import main as run
     from voxnerf.system.allocator import keep_freed_memory
-    from voxnerf_cli.main import main as run
 
     keep_freed_memory()
     signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import typer
 
+from voxnerf.cli.options import threads_option, use_threads
 from voxnerf.errors import VoxnerfError
 from voxnerf.run.checkpoint import load_checkpoint
 from voxnerf.run.folder import RunLock, scene_mismatch
 from voxnerf.run.load import load_run
 from voxnerf.system.device import resolve_device
 from voxnerf.train.session import save_scores
-from voxnerf_cli.options import threads_option, use_threads
 
 
 def mean_line(result: dict) -> str:

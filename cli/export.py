@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+from voxnerf.cli.options import threads_option, use_threads
 from voxnerf.errors import VoxnerfError
 from voxnerf.export import METHODS, export_mesh, export_pointcloud
 from voxnerf.export.box import crop_box, parse_bbox
@@ -16,7 +17,6 @@ from voxnerf.export.photo import COLORS
 from voxnerf.export.pointcloud import SOURCES
 from voxnerf.run.load import Run, load_run
 from voxnerf.system.device import resolve_device
-from voxnerf_cli.options import threads_option, use_threads
 
 
 def parse_iso(text: str) -> float | None:

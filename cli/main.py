@@ -8,9 +8,10 @@ import sys
 
 import typer
 
+import voxnerf
+from voxnerf.cli import demo, evaluate, export, info, process, render, scene, train, view, viewer
 from voxnerf.errors import VoxnerfError
 from voxnerf.train.interrupt import exit_status
-from voxnerf_cli import demo, evaluate, export, info, process, render, scene, train, view, viewer
 
 app = typer.Typer(
     help="Sparse-voxel NeRF: train on posed photos, render, export meshes and point clouds.",
@@ -30,8 +31,16 @@ app.command("view")(view.view)
 app.command("viewer")(viewer.viewer)
 
 
+def print_version(asked: bool) -> None:
+    """`voxnerf --version`: the installed version, then exit."""
+    if asked:
+        print(f"voxnerf {voxnerf.__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(version: bool = typer.Option(False, "--version", callback=print_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
     """Sparse-voxel NeRF: train on posed photos, render, export meshes and point clouds."""
 
 

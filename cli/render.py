@@ -6,9 +6,9 @@ from pathlib import Path
 
 import typer
 
+from voxnerf.cli.options import threads_option, use_threads
 from voxnerf.errors import VoxnerfError
 from voxnerf.view.renders import PATHS, Rendered, VideoRequest, render_run
-from voxnerf_cli.options import threads_option, use_threads
 
 
 def parse_resolution(text: str | None) -> tuple[int, int] | None:

@@ -1,7 +1,7 @@
 """`voxnerf scene list` and `voxnerf scene make NAME DIR`: toy scenes with exact ground truth.
 
-Object scenes (`voxnerf_scenes.SCENES`) are written as Blender folders with RGBA images; toy real captures
-(`voxnerf_scenes.CAPTURES`: unbounded, forward) as nerfstudio, LLFF or COLMAP folders with opaque images.
+Object scenes (`toy_scenes.SCENES`) are written as Blender folders with RGBA images; toy real captures
+(`toy_scenes.CAPTURES`: unbounded, forward) as nerfstudio, LLFF or COLMAP folders with opaque images.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import typer
 
-import voxnerf_scenes
+import voxnerf.scenes as toy_scenes
+from voxnerf.data.writers import WRITERS
 from voxnerf.errors import VoxnerfError
 
 app = typer.Typer(help="Toy scenes with known ground truth: objects and real-capture look-alikes.", no_args_is_help=True)
@@ -22,8 +23,9 @@ CAPTURE_POINTS = 4000
 @app.command("list")
 def list_scenes() -> None:
     """Print each toy scene's name, the formats it is written in and a one-line description."""
-    rows = [(name, "blender", scene.description) for name, scene in voxnerf_scenes.SCENES.items()]
-    rows += [(name, "colmap (default), llff, nerfstudio", c.description) for name, c in voxnerf_scenes.CAPTURES.items()]
+    rows = [(name, "blender", scene.description) for name, scene in toy_scenes.SCENES.items()]
+    formats = ", ".join(["colmap (default)", *(f for f in WRITERS if f != "colmap")])
+    rows += [(name, formats, c.description) for name, c in toy_scenes.CAPTURES.items()]
     name_width, formats_width = (max(len(row[k]) for row in rows) for k in (0, 1))
     for name, formats, description in rows:
         typer.echo(f"{name:<{name_width}}  {formats:<{formats_width}}  {description}")
@@ -42,30 +44,30 @@ def make(
     held_out: int = typer.Option(None, min=0, help=f"Objects only: validation views, and as many test views "
                                                    f"({OBJECT_HELD_OUT})."),
     seed: int = typer.Option(0, min=0, help="Seed of the cameras (and of the captures' sparse points)."),
-    samples: int = typer.Option(voxnerf_scenes.SAMPLES_PER_RAY, min=2, help="Samples per ray of the reference "
+    samples: int = typer.Option(toy_scenes.SAMPLES_PER_RAY, min=2, help="Samples per ray of the reference "
                                                                             "renderer."),
     points: int = typer.Option(None, min=0, help="Captures only: sparse points, written by the colmap format "
                                                  "(4000)."),
     downscales: str = typer.Option("", help="Captures only: extra downscaled image copies, e.g. 2,4."),
 ) -> None:
     """Render a toy scene into a folder with depth and ground truth, then print its path."""
-    if name in voxnerf_scenes.CAPTURES:
+    if name in toy_scenes.CAPTURES:
         if held_out is not None:
             raise VoxnerfError("--held-out: toy captures hold out every 8th of --views")
-        root = voxnerf_scenes.make_capture(
+        root = toy_scenes.make_capture(
             name, out_dir, fmt or "colmap", n_views=views, width=size or 128, seed=seed, n_samples=samples,
             n_points=CAPTURE_POINTS if points is None else points, downscales=parse_downscales(downscales),
             progress=True,
         )
-    elif name in voxnerf_scenes.SCENES:
+    elif name in toy_scenes.SCENES:
         refuse_capture_options(fmt, points, downscales)
         n_held = OBJECT_HELD_OUT if held_out is None else held_out
-        root = voxnerf_scenes.make_scene(
+        root = toy_scenes.make_scene(
             name, out_dir, n_train=views, n_val=n_held, n_test=n_held, size=size or 64, seed=seed, n_samples=samples,
             progress=True,
         )
     else:
-        known = ", ".join([*voxnerf_scenes.SCENES, *voxnerf_scenes.CAPTURES])
+        known = ", ".join([*toy_scenes.SCENES, *toy_scenes.CAPTURES])
         raise VoxnerfError(f"unknown toy scene '{name}' (known: {known})")
     typer.echo(str(root))
 

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from voxnerf.cli.evaluate import mean_line
+from voxnerf.cli.options import threads_option
 from voxnerf.errors import VoxnerfError
 from voxnerf.system.device import resolve_device
 from voxnerf.train.distributed import launch_local
@@ -20,8 +22,6 @@ from voxnerf.train.session import (
     worker_threads,
 )
 from voxnerf.train.trainer import Trainer
-from voxnerf_cli.evaluate import mean_line
-from voxnerf_cli.options import threads_option
 
 
 def print_outcome(outcome: TrainOutcome) -> None:
@@ -53,7 +53,7 @@ def train(
     eval_at: str = typer.Option(None, help="Training seconds at which to score the test views, e.g. 60,120."),
     threads: int = threads_option("; with --nproc, in all (default: torch's)"),
     nproc: int = typer.Option(1, help="Train with this many local worker processes (threads split among them); "
-                                      "for several machines use torchrun (see the README)."),
+                                      "for several machines use torchrun (docs/multi-gpu.md)."),
     profile: bool = typer.Option(False, help="Profile 10 steps into OUT/profile.json (Chrome trace) and stop "
                                              "without saving; with --resume, steps of that run."),
     quiet: bool = typer.Option(False, help="No progress bar."),

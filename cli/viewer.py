@@ -6,11 +6,11 @@ from pathlib import Path
 
 import typer
 
+from voxnerf.cli.options import threads_option, use_threads
 from voxnerf.errors import VoxnerfError
 from voxnerf.run.load import load_run
 from voxnerf.system.device import resolve_device
 from voxnerf.view.viewer import Viewer, thumbnails
-from voxnerf_cli.options import threads_option, use_threads
 
 
 def viewer(

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
-from voxnerf_scenes.colors import speckle
-from voxnerf_scenes.shapes import Vec3, as_tensor
+from voxnerf.scenes.colors import speckle
+from voxnerf.scenes.shapes import Vec3, as_tensor
 
 DARK_TILE = 0.55  # brightness of every other tile; the rest are at full brightness
 

@@ -20,11 +20,11 @@ import numpy as np
 
 from voxnerf.data.cameras import Cameras, focal_from_fov
 from voxnerf.errors import VoxnerfError
-from voxnerf_scenes.backgrounds import Background, Shell, Wall
-from voxnerf_scenes.colors import Constant, FaceColors, Radial, RingHue, Speckled
-from voxnerf_scenes.make import look_at
-from voxnerf_scenes.shapes import Box, Sphere
-from voxnerf_scenes.toy import Part, ToyScene
+from voxnerf.scenes.backgrounds import Background, Shell, Wall
+from voxnerf.scenes.colors import Constant, FaceColors, Radial, RingHue, Speckled
+from voxnerf.scenes.make import look_at
+from voxnerf.scenes.shapes import Box, Sphere
+from voxnerf.scenes.toy import Part, ToyScene
 
 ASPECT = 0.75  # image height / width, as a landscape photo
 

@@ -1,13 +1,13 @@
 """The named toy scenes. Each lies inside the ball of radius `toy.SCENE_RADIUS` around the origin, so every
-camera of `voxnerf_scenes.make` sees it whole. No size is a dyadic fraction (0.5, 0.25, ...), so no face or tangent
+camera of `voxnerf.scenes.make` sees it whole. No size is a dyadic fraction (0.5, 0.25, ...), so no face or tangent
 plane lies on a cell boundary of a power-of-two grid over [-1, 1]^3: ground-truth occupancy has no ties."""
 
 from __future__ import annotations
 
 from voxnerf.errors import VoxnerfError
-from voxnerf_scenes.colors import Constant, FaceColors, Radial, RingHue
-from voxnerf_scenes.shapes import Box, Sphere, Torus
-from voxnerf_scenes.toy import Part, ToyScene
+from voxnerf.scenes.colors import Constant, FaceColors, Radial, RingHue
+from voxnerf.scenes.shapes import Box, Sphere, Torus
+from voxnerf.scenes.toy import Part, ToyScene
 
 _BOX = Box(center=(0.0, 0.0, 0.0), half_size=(0.55, 0.4, 0.3))
 _PAIR_BOX = Box(center=(0.45, 0.0, 0.0), half_size=(0.24, 0.24, 0.24))

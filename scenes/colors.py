@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from voxnerf_scenes.shapes import Box, Vec3, as_tensor
+from voxnerf.scenes.shapes import Box, Vec3, as_tensor
 
 RGB = tuple[float, float, float]
 SPECKLE_FLOOR = 0.3  # brightness of the darkest speckle cell, as a fraction of the color it darkens

@@ -13,7 +13,7 @@ Layout written by `make_scene(name, out_dir)`:
 
 Cameras sit at CAMERA_DISTANCE from the origin in directions drawn uniformly over the whole sphere (seeded),
 look at the origin with +z up in the image, and share the field of view CAMERA_ANGLE_X. Views of every split
-are distinct draws. Pixels are rendered with `voxnerf_scenes.reference.render_rays` over the distances (camera
+are distinct draws. Pixels are rendered with `voxnerf.scenes.reference.render_rays` over the distances (camera
 distance -/+ SCENE_RADIUS) where a ray may meet the scene.
 """
 
@@ -31,9 +31,9 @@ from voxnerf.data.cameras import Cameras, focal_from_fov, opengl_to_opencv
 from voxnerf.data.cameras import look_at as camera_looking_at
 from voxnerf.data.rays import image_rays
 from voxnerf.errors import SceneError, VoxnerfError
-from voxnerf_scenes.catalog import get
-from voxnerf_scenes.reference import render_rays
-from voxnerf_scenes.toy import SCENE_RADIUS, ToyScene
+from voxnerf.scenes.catalog import get
+from voxnerf.scenes.reference import render_rays
+from voxnerf.scenes.toy import SCENE_RADIUS, ToyScene
 
 CAMERA_DISTANCE = 3.5
 CAMERA_ANGLE_X = 0.6911112070083618  # as in NeRF-Synthetic; a scene of radius 0.75 fills ~60% of the width
@@ -131,7 +131,7 @@ def make_scene(
     """Render the toy scene `name` into `out_dir` (created if needed; files of the same names are replaced).
 
     Args:
-        name: a key of `voxnerf_scenes.SCENES`.
+        name: a key of `voxnerf.scenes.SCENES`.
         out_dir: the scene folder to write.
         n_train, n_val, n_test: views per split (a split with 0 views gets no transforms file).
         size: width and height of the images in pixels.

@@ -1,4 +1,4 @@
-"""Render a toy real capture (`voxnerf_scenes.captures`) and write it in a real-capture format.
+"""Render a toy real capture (`voxnerf.scenes.captures`) and write it in a real-capture format.
 
 `capture_scene(name, ...)` renders it into an in-memory `voxnerf.data.scene.Scene` (opaque RGB images, cameras,
 sparse points with colors) plus ground-truth depth; `make_capture(name, out_dir, fmt)` writes that with
@@ -40,9 +40,9 @@ from voxnerf.data.rays import image_rays
 from voxnerf.data.scene import Scene
 from voxnerf.data.writers import WRITERS, write_scene
 from voxnerf.errors import SceneError, VoxnerfError
-from voxnerf_scenes.captures import ASPECT, Capture, get_capture
-from voxnerf_scenes.make import SAMPLES_PER_RAY, render_object
-from voxnerf_scenes.toy import SCENE_RADIUS
+from voxnerf.scenes.captures import ASPECT, Capture, get_capture
+from voxnerf.scenes.make import SAMPLES_PER_RAY, render_object
+from voxnerf.scenes.toy import SCENE_RADIUS
 
 EDGE_OPACITY = 1e-5  # pixels whose object opacity is within this of 0 or 1 may become sparse points
 DEPTH_FOLDER = "depth"
@@ -103,7 +103,7 @@ def capture_scene(name: str, n_views: int = 60, width: int = 128, seed: int = 0,
     """Render the toy capture `name` into an in-memory Scene, ready for `write_scene`.
 
     Args:
-        name: a key of `voxnerf_scenes.CAPTURES`.
+        name: a key of `voxnerf.scenes.CAPTURES`.
         n_views: cameras (every 8th is held out).
         width: image width in pixels (height = round(0.75 width)).
         seed: places the cameras and picks the sparse points.

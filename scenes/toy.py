@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from voxnerf_scenes.colors import Color
-from voxnerf_scenes.shapes import Shape
+from voxnerf.scenes.colors import Color
+from voxnerf.scenes.shapes import Shape
 
 BOX_MIN, BOX_MAX = -1.0, 1.0
 SCENE_RADIUS = 0.85  # every catalog scene lies inside the ball of this radius around the origin
@@ -81,7 +81,7 @@ class ToyScene:
         return self._color_of_nearest(x, self._part_sdfs(x))
 
     def field(self, x: torch.Tensor, dirs: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Radiance field form for `voxnerf_scenes.reference.render_rays`: points x (N, 3) and (ignored, the
+        """Radiance field form for `toy_scenes.reference.render_rays`: points x (N, 3) and (ignored, the
         color is view independent) unit directions (N, 3) -> sigma (N,), rgb (N, 3)."""
         part_sdfs = self._part_sdfs(x)
         return self.density_from_sdf(part_sdfs.amin(dim=-1)), self._color_of_nearest(x, part_sdfs)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-import voxnerf_scenes as vs
+import voxnerf.scenes as vs
 from voxnerf.data import load_scene
 from voxnerf.render.views import render_view, target_image
 from voxnerf.run.config import load_config

@@ -21,7 +21,7 @@ from voxnerf.data import load_scene
 from voxnerf.data.scene import Scene
 from voxnerf.data.writers import write_scene
 from voxnerf.errors import SceneError
-from voxnerf_cli.main import main
+from voxnerf.cli.main import main
 
 SOURCES = {"blender": "pinhole_scene", "llff": "pinhole_scene", "neus": "undistorted_scene"}
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import imageio.v3 as iio
 import pytest
 
-import voxnerf_scenes
+import voxnerf.scenes as toy_scenes
 from voxnerf.data import load_scene
 from voxnerf.run.metrics import psnr
 from voxnerf.view.path_file import save_camera_path
@@ -51,8 +51,8 @@ def workdir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def scene_dir(workdir: Path) -> Path:
-    return voxnerf_scenes.make_scene("sphere", workdir / "sphere", n_train=20, n_val=2, n_test=N_TEST, size=32,
-                                     n_samples=128)
+    return toy_scenes.make_scene("sphere", workdir / "sphere", n_train=20, n_val=2, n_test=N_TEST, size=32,
+                                 n_samples=128)
 
 
 @pytest.fixture(scope="module")

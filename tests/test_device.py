@@ -86,10 +86,10 @@ TOY = {"levels": [{"until": 1.0, "resolution": 32, "image_scale": 1.0}], "occupa
 
 @pytest.fixture(scope="module")
 def sphere(tmp_path_factory):
-    import voxnerf_scenes
+    import voxnerf.scenes as toy_scenes
 
-    return voxnerf_scenes.make_scene("sphere", tmp_path_factory.mktemp("device") / "sphere", n_train=8, n_val=1,
-                                     n_test=1, size=24, n_samples=32)
+    return toy_scenes.make_scene("sphere", tmp_path_factory.mktemp("device") / "sphere", n_train=8, n_val=1,
+                                 n_test=1, size=24, n_samples=32)
 
 
 def trained_for(trainer, steps: int):

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import voxnerf_scenes
+import voxnerf.scenes as toy_scenes
 from voxnerf.errors import VoxnerfError
 from voxnerf.train.distributed import World, compare_fingerprints, parse_fault
 
@@ -58,8 +58,8 @@ def workdir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def scene_dir(workdir: Path) -> Path:
-    return voxnerf_scenes.make_scene("sphere", workdir / "sphere", n_train=20, n_val=2, n_test=2, size=32,
-                                     n_samples=128)
+    return toy_scenes.make_scene("sphere", workdir / "sphere", n_train=20, n_val=2, n_test=2, size=32,
+                                 n_samples=128)
 
 
 @pytest.fixture(scope="module")

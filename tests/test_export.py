@@ -23,7 +23,7 @@ import pytest
 import torch
 from scipy.spatial import cKDTree
 
-import voxnerf_scenes as vs
+import voxnerf.scenes as vs
 from voxnerf.data import load_scene
 from voxnerf.data.normalize import space_for
 from voxnerf.errors import VoxnerfError
@@ -41,7 +41,7 @@ from voxnerf.run.config import config_to_dict, load_config
 from voxnerf.run.load import Run, SceneRecord, load_run
 from voxnerf.train.trainer import Trainer
 from voxnerf.view.occupancy import cube_faces, voxel_mesh
-from voxnerf_cli import main as cli_main
+from voxnerf.cli import main as cli_main
 
 REPO = Path(__file__).resolve().parents[1]
 TOY = "two_objects"

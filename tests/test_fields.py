@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import voxnerf_scenes as vs
+import voxnerf.scenes as vs
 from voxnerf.data import load_scene
 from voxnerf.errors import VoxnerfError
 from voxnerf.export import export_mesh

@@ -4,7 +4,7 @@ optimizer state."""
 import torch
 import torch.nn.functional as F
 
-import voxnerf_scenes as vs
+import voxnerf.scenes as vs
 from voxnerf.data.space import Box
 from voxnerf.fields.interpolate import weighted_row_sum
 from voxnerf.fields.sparse_grid import BRICK_VOLUME, BrickIndex, SparseVoxelGrid

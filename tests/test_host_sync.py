@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-import voxnerf_scenes as vs
+import voxnerf.scenes as vs
 from voxnerf.data import load_scene
 from voxnerf.run.config import load_config
 from voxnerf.train.trainer import Trainer

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import voxnerf_scenes
+import voxnerf.scenes as toy_scenes
 from voxnerf.run.checkpoint import CHECKPOINT
 from voxnerf.run.folder import LOCK
 
@@ -31,7 +31,7 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 def scenes(tmp_path_factory) -> tuple[Path, Path]:
     """Two small toy scenes (sphere, box) in Blender format."""
     root = tmp_path_factory.mktemp("scenes")
-    return tuple(voxnerf_scenes.make_scene(name, root / name, n_train=12, n_val=0, n_test=2, size=16, n_samples=32)
+    return tuple(toy_scenes.make_scene(name, root / name, n_train=12, n_val=0, n_test=2, size=16, n_samples=32)
                  for name in ("sphere", "box"))
 
 
@@ -114,7 +114,7 @@ def test_ctrl_c_while_the_libraries_load_exits_with_one_line(tmp_path):
     process = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "voxnerf", "info", tmp_path],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
     for line in process.stderr:  # Python reports each import as it ends: the CLI's entry, then torch and the rest
-        if line.rstrip().endswith("voxnerf_cli.entry"):
+        if line.rstrip().endswith("voxnerf.cli.entry"):
             break
     process.send_signal(signal.SIGINT)
     result = finish(process)
@@ -123,8 +123,8 @@ def test_ctrl_c_while_the_libraries_load_exits_with_one_line(tmp_path):
 
 
 def test_ctrl_c_during_the_final_scoring_says_the_checkpoint_is_saved(tmp_path):
-    scene = voxnerf_scenes.make_scene("sphere", tmp_path / "many-views", n_train=8, n_val=0, n_test=400, size=16,
-                                      n_samples=16)
+    scene = toy_scenes.make_scene("sphere", tmp_path / "many-views", n_train=8, n_val=0, n_test=400, size=16,
+                                  n_samples=16)
     out = tmp_path / "run"
     process = start("train", scene, "--out", out, *TINY, "--max-steps", "20")
     wait_until(lambda: (out / CHECKPOINT).is_file() and checkpoint_step(out) == 20, "the final checkpoint")
@@ -245,7 +245,7 @@ def test_two_ranks_stop_together_on_a_signal_and_at_the_end_of_rank_0s_time_budg
 
 FULL_DISK = """
 import errno, os, sys
-from voxnerf_cli.main import main
+from voxnerf.cli.main import main
 
 real_fdopen, saves = os.fdopen, []
 

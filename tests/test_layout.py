@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-import voxnerf_scenes
+import voxnerf.scenes as toy_scenes
 from voxnerf.data import load_scene
 from voxnerf.data.cameras import Cameras
 from voxnerf.data.layout import axis_spread, convergence_depth, detect_layout
 from voxnerf.data.scene import Scene
-from voxnerf_cli.main import app
-from voxnerf_scenes.make import look_at
+from voxnerf.cli.main import app
+from voxnerf.scenes.make import look_at
 
 SMALL = {"n_views": 10, "width": 16, "n_samples": 32, "n_points": 100}
 
@@ -96,17 +96,17 @@ def test_cameras_turning_in_place_are_unbounded():
 @pytest.mark.parametrize("name, fmt", [("unbounded", "colmap"), ("unbounded", "nerfstudio"), ("forward", "llff"),
                                        ("forward", "colmap")])
 def test_toy_captures_are_detected_as_what_they_stand_for(tmp_path, name, fmt):
-    folder = voxnerf_scenes.make_capture(name, tmp_path / name, fmt, **SMALL)
+    folder = toy_scenes.make_capture(name, tmp_path / name, fmt, **SMALL)
     assert detect_layout(load_scene(folder, with_images=False)) == name
 
 
 def test_the_toy_sphere_in_the_blender_format_is_an_object(tmp_path):
-    folder = voxnerf_scenes.make_scene("sphere", tmp_path / "sphere", n_train=6, n_val=0, n_test=0, size=8, n_samples=16)
+    folder = toy_scenes.make_scene("sphere", tmp_path / "sphere", n_train=6, n_val=0, n_test=0, size=8, n_samples=16)
     assert detect_layout(load_scene(folder, with_images=False)) == "object"
 
 
 def test_info_prints_the_layout_and_draws_a_top_view_png(tmp_path):
-    folder = voxnerf_scenes.make_capture("forward", tmp_path / "forward", "colmap", **SMALL)
+    folder = toy_scenes.make_capture("forward", tmp_path / "forward", "colmap", **SMALL)
     plot = tmp_path / "plots" / "top.png"
     result = CliRunner().invoke(app, ["info", str(folder), "--plot", str(plot)])
     assert result.exit_code == 0, result.output
@@ -121,7 +121,7 @@ def test_info_prints_the_layout_and_draws_a_top_view_png(tmp_path):
 
 
 def test_info_refuses_a_plot_file_it_cannot_write(tmp_path):
-    folder = voxnerf_scenes.make_capture("forward", tmp_path / "forward", "llff", **SMALL)
+    folder = toy_scenes.make_capture("forward", tmp_path / "forward", "llff", **SMALL)
     result = CliRunner().invoke(app, ["info", str(folder), "--plot", str(tmp_path / "top.txt")])
     assert result.exit_code != 0 and "--plot" in str(result.exception)
     assert not (tmp_path / "top.txt").exists()

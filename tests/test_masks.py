@@ -15,7 +15,7 @@ from voxnerf.data.space import Space
 from voxnerf.data.writers import write_scene
 from voxnerf.train.ray_sampler import RaySampler
 from voxnerf.train.session import preset_for
-from voxnerf_cli.main import app
+from voxnerf.cli.main import app
 
 
 def test_masked_pixels_are_replaced_by_the_random_background(general_scene):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-import voxnerf_scenes
+import voxnerf.scenes as toy_scenes
 from voxnerf.data import load_scene
 from voxnerf.data.normalize import CAMERA_MARGIN, NEAR_MARGIN, space_for
 from voxnerf.data.rays import image_rays
@@ -22,7 +22,7 @@ def captures(tmp_path_factory):
     """(capture, format) -> the scene loaded back from the folder make_capture wrote."""
     out = {}
     for name, fmt in (("unbounded", "colmap"), ("forward", "colmap"), ("forward", "llff"), ("unbounded", "nerfstudio")):
-        folder = voxnerf_scenes.make_capture(name, tmp_path_factory.mktemp(f"{name}-{fmt}"), fmt, **SMALL)
+        folder = toy_scenes.make_capture(name, tmp_path_factory.mktemp(f"{name}-{fmt}"), fmt, **SMALL)
         out[name, fmt] = load_scene(folder)
     return out
 
@@ -81,7 +81,7 @@ def test_ndc_near_plane_comes_from_the_data(captures):
 
 
 def test_box_space_holds_the_object_and_leaves_the_cameras_outside(tmp_path):
-    root = voxnerf_scenes.make_scene("sphere", tmp_path / "sphere", n_train=8, n_val=0, n_test=1, size=8, n_samples=16)
+    root = toy_scenes.make_scene("sphere", tmp_path / "sphere", n_train=8, n_val=0, n_test=1, size=8, n_samples=16)
     scene = load_scene(root, with_images=False)
     space = space_for(scene, "box")
     assert np.all(np.abs(space.world_to_unit(scene.cameras.centers)).max(-1) > 1)

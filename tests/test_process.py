@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-import voxnerf_scenes as vs
+import voxnerf.scenes as vs
 from voxnerf.data import load_scene
 from voxnerf.data.cameras import Cameras
 from voxnerf.errors import VoxnerfError

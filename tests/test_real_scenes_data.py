@@ -9,22 +9,22 @@ import numpy as np
 import pytest
 import torch
 
-import voxnerf_scenes
+import voxnerf.scenes as toy_scenes
 from voxnerf.data import load_scene
 from voxnerf.data.rays import image_rays
 from voxnerf.errors import VoxnerfError
-from voxnerf_scenes.backgrounds import Shell
-from voxnerf_scenes.make_capture import render_capture_view
+from voxnerf.scenes.backgrounds import Shell
+from voxnerf.scenes.make_capture import render_capture_view
 
 FORMATS = ("nerfstudio", "llff", "colmap")
 # Small and fast: 10 views (views 0 and 8 held out), 16 x 12 pixels, 64 samples per ray, 400 sparse points.
 SMALL = {"n_views": 10, "width": 16, "n_samples": 64, "n_points": 400}
 
 
-@pytest.fixture(scope="module", params=list(voxnerf_scenes.CAPTURES))
+@pytest.fixture(scope="module", params=list(toy_scenes.CAPTURES))
 def rendered(request):
     """(capture name, in-memory scene, ground-truth depths) as `capture_scene` renders it."""
-    scene, depths = voxnerf_scenes.capture_scene(request.param, **SMALL)
+    scene, depths = toy_scenes.capture_scene(request.param, **SMALL)
     return request.param, scene, depths
 
 
@@ -34,7 +34,7 @@ def written(rendered, tmp_path_factory):
     name, _, _ = rendered
     out = {}
     for fmt in FORMATS:
-        folder = voxnerf_scenes.make_capture(name, tmp_path_factory.mktemp(f"{name}-{fmt}"), fmt, **SMALL)
+        folder = toy_scenes.make_capture(name, tmp_path_factory.mktemp(f"{name}-{fmt}"), fmt, **SMALL)
         out[fmt] = folder, load_scene(folder)
     return out
 
@@ -92,7 +92,7 @@ def test_depth_files_and_groundtruth_describe_the_rendered_views(rendered, writt
         np.testing.assert_array_equal(np.load(folder / "depth" / f"view_{i:03d}.npy"), depth)
     truth = json.loads((folder / "groundtruth.json").read_text())
     assert truth["scene"] == name and truth["format"] == "colmap"
-    assert truth["layout"] == voxnerf_scenes.get_capture(name).layout
+    assert truth["layout"] == toy_scenes.get_capture(name).layout
     np.testing.assert_array_equal(np.array(truth["cameras"]["c2w_opencv"]), scene.cameras.c2w)
     assert truth["splits"]["test"] == [0, 8] and truth["points"] == len(scene.points)
 
@@ -107,7 +107,7 @@ def test_images_are_opaque_and_the_background_is_a_pattern_not_a_flat_color(rend
 
 def test_sparse_points_lie_on_an_object_or_on_the_background(rendered):
     name, scene, _ = rendered
-    capture = voxnerf_scenes.get_capture(name)
+    capture = toy_scenes.get_capture(name)
     points = torch.from_numpy(scene.points)
     on_object = capture.objects.sdf(points).abs() < 0.03  # about one sample spacing (2 * 0.85 / 64)
     if isinstance(capture.background, Shell):
@@ -120,7 +120,7 @@ def test_sparse_points_lie_on_an_object_or_on_the_background(rendered):
 
 def test_background_depth_is_the_analytic_distance_to_the_background(rendered):
     name, scene, depths = rendered
-    capture = voxnerf_scenes.get_capture(name)
+    capture = toy_scenes.get_capture(name)
     _, depth, opacity = render_capture_view(capture, scene.cameras, 0, SMALL["n_samples"])
     np.testing.assert_array_equal(depth, depths[0])
     origins, dirs = image_rays(scene.cameras, 0, dtype=torch.float64)
@@ -131,9 +131,9 @@ def test_background_depth_is_the_analytic_distance_to_the_background(rendered):
 
 
 def test_forward_cameras_face_one_way_and_unbounded_cameras_surround_the_objects():
-    forward = voxnerf_scenes.get_capture("forward").cameras(12, 16, seed=0)
+    forward = toy_scenes.get_capture("forward").cameras(12, 16, seed=0)
     assert np.all(forward.forward @ np.array([0.0, 1.0, 0.0]) > np.cos(np.radians(20)))
-    ring = voxnerf_scenes.get_capture("unbounded").cameras(12, 16, seed=0)
+    ring = toy_scenes.get_capture("unbounded").cameras(12, 16, seed=0)
     np.testing.assert_allclose(np.linalg.norm(ring.centers, axis=-1), 2.6)
     azimuth = np.sort(np.arctan2(ring.centers[:, 1], ring.centers[:, 0]))
     assert np.diff(np.concatenate([azimuth, azimuth[:1] + 2 * np.pi])).max() < np.radians(31)
@@ -141,14 +141,14 @@ def test_forward_cameras_face_one_way_and_unbounded_cameras_surround_the_objects
 
 def test_unknown_format_or_uneven_downscale_is_a_one_line_error(tmp_path):
     with pytest.raises(VoxnerfError, match="unknown scene format 'ply'"):
-        voxnerf_scenes.make_capture("forward", tmp_path / "a", "ply", **SMALL)
+        toy_scenes.make_capture("forward", tmp_path / "a", "ply", **SMALL)
     with pytest.raises(VoxnerfError, match="downscale 3 does not divide 16x12"):
-        voxnerf_scenes.make_capture("forward", tmp_path / "b", "llff", downscales=(3,), **SMALL)
+        toy_scenes.make_capture("forward", tmp_path / "b", "llff", downscales=(3,), **SMALL)
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
 def test_downscaled_copies_load_with_scaled_intrinsics(tmp_path):
-    folder = voxnerf_scenes.make_capture("unbounded", tmp_path / "u", "llff", downscales=(2,), **SMALL)
+    folder = toy_scenes.make_capture("unbounded", tmp_path / "u", "llff", downscales=(2,), **SMALL)
     half = load_scene(folder, downscale=2)
     np.testing.assert_array_equal(half.cameras.sizes[0], [8, 6])
     full = load_scene(folder, with_images=False)

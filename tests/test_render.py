@@ -6,7 +6,7 @@ import pytest
 import torch
 from test_grid import sphere_model, strategy
 
-import voxnerf_scenes as vs
+import voxnerf.scenes as vs
 from voxnerf.data.space import Box, ray_box
 from voxnerf.fields.voxels import SparseVoxelConfig, SparseVoxelField
 from voxnerf.render.model import Model

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-import voxnerf_scenes
+import voxnerf.scenes as toy_scenes
 from voxnerf.errors import VoxnerfError
 from voxnerf.export import query
 from voxnerf.export.query import log_density
@@ -18,8 +18,8 @@ from voxnerf.run.load import load_run
 from voxnerf.system import threads
 from voxnerf.system.threads import ThreadBudget, free_cores
 from voxnerf.train.session import train_run
-from voxnerf_cli import options
-from voxnerf_cli.main import run as voxnerf
+from voxnerf.cli import options
+from voxnerf.cli.main import run as voxnerf
 
 N_TEST = 3
 SETS = ["levels=[{until: 1.0, resolution: 16, image_scale: 1.0}]", "optim.target_samples=4096",
@@ -70,8 +70,8 @@ def on_machine(monkeypatch, others: float, clock: bool = True) -> Machine:
 def run_dir(tmp_path_factory) -> Path:
     """A run of a few steps on a 16-pixel toy scene with N_TEST test views."""
     root = tmp_path_factory.mktemp("threads")
-    scene = voxnerf_scenes.make_scene("sphere", root / "sphere", n_train=4, n_val=0, n_test=N_TEST, size=16,
-                                      n_samples=64)
+    scene = toy_scenes.make_scene("sphere", root / "sphere", n_train=4, n_val=0, n_test=N_TEST, size=16,
+                                  n_samples=64)
     return train_run(scene, None, root / "run", device="cpu", sets=SETS, max_steps=3, threads=1, quiet=True).out
 
 

@@ -12,25 +12,25 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-import voxnerf_scenes
+import voxnerf.scenes as toy_scenes
 from voxnerf.data import load_scene
 from voxnerf.data.cameras import focal_from_fov
 from voxnerf.data.rays import image_rays
 from voxnerf.errors import VoxnerfError
-from voxnerf_cli.main import app
-from voxnerf_scenes.colors import FACE_PALETTE
+from voxnerf.cli.main import app
+from voxnerf.scenes.colors import FACE_PALETTE
 
-SPHERE_RADIUS = voxnerf_scenes.get("sphere").parts[0].shape.radius
+SPHERE_RADIUS = toy_scenes.get("sphere").parts[0].shape.radius
 
 
 @pytest.fixture(scope="module")
 def sphere_folder(tmp_path_factory):
-    return voxnerf_scenes.make_scene("sphere", tmp_path_factory.mktemp("sphere"), n_train=3, n_val=1, n_test=2, size=16, n_samples=128)
+    return toy_scenes.make_scene("sphere", tmp_path_factory.mktemp("sphere"), n_train=3, n_val=1, n_test=2, size=16, n_samples=128)
 
 
 @pytest.fixture(scope="module")
 def box_folder(tmp_path_factory):
-    return voxnerf_scenes.make_scene("box", tmp_path_factory.mktemp("box"), n_train=12, n_val=0, n_test=0, size=24, n_samples=256)
+    return toy_scenes.make_scene("box", tmp_path_factory.mktemp("box"), n_train=12, n_val=0, n_test=0, size=24, n_samples=256)
 
 
 def ray_sphere_entry(origins: torch.Tensor, dirs: torch.Tensor, radius: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -47,7 +47,7 @@ def test_reference_renderer_matches_closed_form_for_uniform_fog():
         return torch.full((len(x),), sigma, dtype=x.dtype), color.expand(len(x), 3)
 
     origins, dirs = torch.zeros(1, 3, dtype=torch.float64), torch.tensor([[0.0, 0.0, 1.0]], dtype=torch.float64)
-    out = voxnerf_scenes.render_rays(fog, origins, dirs, 0.0, length, n_samples=1000, background=torch.ones(3, dtype=torch.float64))
+    out = toy_scenes.render_rays(fog, origins, dirs, 0.0, length, n_samples=1000, background=torch.ones(3, dtype=torch.float64))
     opacity = 1 - math.exp(-sigma * length)
     depth = (1 - math.exp(-sigma * length) * (1 + sigma * length)) / sigma
     assert out.opacity.item() == pytest.approx(opacity, abs=1e-9)
@@ -56,11 +56,11 @@ def test_reference_renderer_matches_closed_form_for_uniform_fog():
 
 
 def test_reference_depth_of_sphere_matches_ray_sphere_intersection():
-    scene = voxnerf_scenes.get("sphere")
-    cameras = voxnerf_scenes.orbit_cameras(1, 32, seed=3)
+    scene = toy_scenes.get("sphere")
+    cameras = toy_scenes.orbit_cameras(1, 32, seed=3)
     origins, dirs = image_rays(cameras, 0)
-    near, far = voxnerf_scenes.CAMERA_DISTANCE - 1, voxnerf_scenes.CAMERA_DISTANCE + 1
-    out = voxnerf_scenes.render_rays(scene.field, origins, dirs, near, far, n_samples=1024)
+    near, far = toy_scenes.CAMERA_DISTANCE - 1, toy_scenes.CAMERA_DISTANCE + 1
+    out = toy_scenes.render_rays(scene.field, origins, dirs, near, far, n_samples=1024)
     entry, closest = ray_sphere_entry(origins, dirs, SPHERE_RADIUS)
     hit, miss = closest < 0.5 * SPHERE_RADIUS, closest > SPHERE_RADIUS + 0.1
     assert hit.sum() > 20 and miss.sum() > 50
@@ -70,19 +70,19 @@ def test_reference_depth_of_sphere_matches_ray_sphere_intersection():
 
 
 def test_sphere_view_is_opaque_at_the_center_and_transparent_in_the_corners():
-    scene = voxnerf_scenes.get("sphere")
-    rgba, depth = voxnerf_scenes.render_view(scene, voxnerf_scenes.orbit_cameras(1, 16, seed=0), 0, n_samples=256)
+    scene = toy_scenes.get("sphere")
+    rgba, depth = toy_scenes.render_view(scene, toy_scenes.orbit_cameras(1, 16, seed=0), 0, n_samples=256)
     assert rgba.shape == (16, 16, 4) and depth.shape == (16, 16)
     assert rgba[7:9, 7:9, 3].min() > 0.999
     assert rgba[[0, 0, -1, -1], [0, -1, 0, -1], 3].max() < 1e-3
     assert np.all(np.isinf(depth[[0, 0, -1, -1], [0, -1, 0, -1]]))
-    assert abs(depth[8, 8] - (voxnerf_scenes.CAMERA_DISTANCE - SPHERE_RADIUS)) < 0.01
+    assert abs(depth[8, 8] - (toy_scenes.CAMERA_DISTANCE - SPHERE_RADIUS)) < 0.01
 
 
 def test_sphere_occupancy_is_exactly_the_cells_the_ball_touches():
     resolution = 32
     cell = 2 / resolution
-    occupied = voxnerf_scenes.get("sphere").occupancy(resolution)
+    occupied = toy_scenes.get("sphere").occupancy(resolution)
     lo = -1 + cell * torch.arange(resolution, dtype=torch.float64)
     corner = torch.stack(torch.meshgrid(lo, lo, lo, indexing="ij"), -1)
     nearest_point = torch.maximum(corner, (corner + cell).clamp(max=0))
@@ -94,7 +94,7 @@ def test_sphere_occupancy_is_exactly_the_cells_the_ball_touches():
 
 def test_two_objects_leave_the_space_between_them_empty():
     resolution = 32
-    occupied = voxnerf_scenes.get("two_objects").occupancy(resolution)
+    occupied = toy_scenes.get("two_objects").occupancy(resolution)
     x_lo = -1 + 2 / resolution * torch.arange(resolution)
     between = (x_lo >= -0.15) & (x_lo + 2 / resolution <= 0.21)
     assert between.sum() >= 4
@@ -103,44 +103,44 @@ def test_two_objects_leave_the_space_between_them_empty():
 
 
 def test_thin_torus_occupancy_is_a_ring_with_a_hole():
-    occupied = voxnerf_scenes.get("torus").occupancy(32)
+    occupied = toy_scenes.get("torus").occupancy(32)
     assert not occupied[14:18, 14:18, :].any()
     assert occupied[16 + 9, 16, 15:17].all() and occupied[16 - 10, 16, 15:17].all()
     assert not occupied[:, :, :14].any() and not occupied[:, :, 18:].any()
 
 
-@pytest.mark.parametrize("name", list(voxnerf_scenes.SCENES))
+@pytest.mark.parametrize("name", list(toy_scenes.SCENES))
 def test_surface_samples_lie_on_the_surface_with_normals_matching_autograd(name):
-    scene = voxnerf_scenes.get(name)
+    scene = toy_scenes.get(name)
     points, normals = scene.sample_surface(2000, seed=1)
     assert points.shape == normals.shape == (2000, 3)
     assert scene.sdf(points).abs().max() < 1e-4
     assert torch.allclose(normals.norm(dim=-1), torch.ones(2000), atol=1e-5)
     assert (normals * scene.normal(points)).sum(-1).min() > 0.999
-    assert points.norm(dim=-1).max() <= voxnerf_scenes.SCENE_RADIUS
+    assert points.norm(dim=-1).max() <= toy_scenes.SCENE_RADIUS
     assert torch.equal(points, scene.sample_surface(2000, seed=1)[0])
 
 
-@pytest.mark.parametrize("name", list(voxnerf_scenes.SCENES))
+@pytest.mark.parametrize("name", list(toy_scenes.SCENES))
 def test_sdf_is_the_distance_to_the_surface_outside(name):
-    scene = voxnerf_scenes.get(name)
+    scene = toy_scenes.get(name)
     points, normals = scene.sample_surface(1000, seed=2, dtype=torch.float64)
     h = torch.linspace(1e-3, 0.05, 1000, dtype=torch.float64)
     assert torch.allclose(scene.sdf(points + h[:, None] * normals), h, atol=1e-9)
 
 
 def test_density_is_full_inside_half_on_the_surface_and_vanishes_outside():
-    scene = voxnerf_scenes.get("sphere")
+    scene = toy_scenes.get("sphere")
     x = torch.tensor([[0.0, 0.0, 0.0], [SPHERE_RADIUS, 0.0, 0.0], [0.0, SPHERE_RADIUS + 0.1, 0.0]])
     sigma = scene.density(x)
-    assert sigma[0] == pytest.approx(voxnerf_scenes.DENSITY_SCALE)
-    assert sigma[1] == pytest.approx(voxnerf_scenes.DENSITY_SCALE / 2)
+    assert sigma[0] == pytest.approx(toy_scenes.DENSITY_SCALE)
+    assert sigma[1] == pytest.approx(toy_scenes.DENSITY_SCALE / 2)
     assert sigma[2] < 1e-3
 
 
 def test_surface_samples_are_uniform_by_area():
-    torus = voxnerf_scenes.get("torus").parts[0].shape
-    points, normals = voxnerf_scenes.get("torus").sample_surface(20000, seed=0)
+    torus = toy_scenes.get("torus").parts[0].shape
+    points, normals = toy_scenes.get("torus").sample_surface(20000, seed=0)
     outer_half = (normals[:, :2] * points[:, :2]).sum(-1) > 0
     expected = (math.pi * torus.major + 2 * torus.minor) / (2 * math.pi * torus.major)
     assert outer_half.float().mean().item() == pytest.approx(expected, abs=0.015)
@@ -148,25 +148,25 @@ def test_surface_samples_are_uniform_by_area():
 
 def test_unknown_scene_names_the_known_ones():
     with pytest.raises(VoxnerfError, match="sphere, box, torus, two_objects"):
-        voxnerf_scenes.get("teapot")
+        toy_scenes.get("teapot")
 
 
 def test_written_folder_loads_with_its_counts_size_focal_and_poses(sphere_folder):
     scene = load_scene(sphere_folder)
     assert {k: len(v) for k, v in scene.splits.items()} == {"train": 3, "val": 1, "test": 2}
     assert all(im.shape == (16, 16, 4) for im in scene.images)
-    assert scene.cameras.intrinsics[:, 0] == pytest.approx(focal_from_fov(voxnerf_scenes.CAMERA_ANGLE_X, 16))
-    assert np.allclose(scene.cameras.c2w, voxnerf_scenes.orbit_cameras(6, 16, seed=0).c2w)
-    assert np.all(scene.bbox[0] <= -voxnerf_scenes.SCENE_RADIUS) and np.all(scene.bbox[1] >= voxnerf_scenes.SCENE_RADIUS)
+    assert scene.cameras.intrinsics[:, 0] == pytest.approx(focal_from_fov(toy_scenes.CAMERA_ANGLE_X, 16))
+    assert np.allclose(scene.cameras.c2w, toy_scenes.orbit_cameras(6, 16, seed=0).c2w)
+    assert np.all(scene.bbox[0] <= -toy_scenes.SCENE_RADIUS) and np.all(scene.bbox[1] >= toy_scenes.SCENE_RADIUS)
     train, test = scene.cameras.centers[scene.splits["train"]], scene.cameras.centers[scene.splits["test"]]
     assert np.linalg.norm(train[:, None] - test[None], axis=-1).min() > 1e-3
     assert np.load(sphere_folder / "test" / "r_1_depth.npy").shape == (16, 16)
     truth = json.loads((sphere_folder / "groundtruth.json").read_text())
-    assert truth["scene"] == "sphere" and truth["density"]["scale"] == voxnerf_scenes.DENSITY_SCALE
+    assert truth["scene"] == "sphere" and truth["density"]["scale"] == toy_scenes.DENSITY_SCALE
 
 
 def test_box_pixels_show_the_color_of_the_face_their_ray_hits(box_folder):
-    loaded, box = load_scene(box_folder), voxnerf_scenes.get("box")
+    loaded, box = load_scene(box_folder), toy_scenes.get("box")
     faces_seen, matches = set(), []
     for k, path in enumerate(loaded.image_paths):
         origins, dirs = image_rays(loaded.cameras, k)
@@ -185,7 +185,7 @@ def test_box_pixels_show_the_color_of_the_face_their_ray_hits(box_folder):
 def test_scene_list_prints_every_name_with_a_description():
     result = CliRunner().invoke(app, ["scene", "list"])
     assert result.exit_code == 0
-    for name, scene in voxnerf_scenes.SCENES.items():
+    for name, scene in toy_scenes.SCENES.items():
         assert f"{name}  " in result.stdout and scene.description in result.stdout
 
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 from scipy.ndimage import binary_fill_holes
 
-import voxnerf_scenes as vs
+import voxnerf.scenes as vs
 from voxnerf.data import load_scene
 from voxnerf.run.config import load_config
 from voxnerf.run.load import load_run

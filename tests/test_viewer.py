@@ -21,7 +21,7 @@ import pytest
 import torch
 import viser.transforms as vtf
 
-import voxnerf_scenes
+import voxnerf.scenes as toy_scenes
 from voxnerf.data.cameras import Cameras, look_at, opengl_to_opencv
 from voxnerf.data.common import bounds_from_cameras, bounds_from_frustums
 from voxnerf.render.views import View
@@ -42,8 +42,8 @@ WINDOW = (1280, 720)  # wide enough that the control panel (about 330 px, on the
 
 @pytest.fixture(scope="module")
 def scene_dir(tmp_path_factory) -> Path:
-    return voxnerf_scenes.make_scene("sphere", tmp_path_factory.mktemp("viewer") / "sphere", n_train=20, n_val=2,
-                                     n_test=2, size=32, n_samples=128)
+    return toy_scenes.make_scene("sphere", tmp_path_factory.mktemp("viewer") / "sphere", n_train=20, n_val=2,
+                                 n_test=2, size=32, n_samples=128)
 
 
 @pytest.fixture(scope="module")

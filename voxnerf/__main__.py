@@ -1,5 +1,5 @@
 """`python -m voxnerf ...` runs the CLI (what torchrun launches)."""
 
-from voxnerf_cli.entry import main
+from voxnerf.cli.entry import main
 
 main()

@@ -3,7 +3,7 @@ past a resumed checkpoint, a clean start for --overwrite, and whether a scene is
 
 The lock is an advisory `fcntl.flock` on RUN/.voxnerf.lock: the kernel releases it when its holder exits in any way
 (a SIGKILL too), so a lock left by a killed process is stale by construction and the next writer takes it over.
-The file records its holder ("PID HOST") while held and is emptied on a clean release: a file still naming a holder
+The file records its holder ("pid N on HOST") while held and is emptied on a clean release: a file still naming a holder
 when the lock is free was left by a killed process. (`filelock` truncates the file on every attempt, which would
 erase the holder's name that a refused writer prints.)
 """

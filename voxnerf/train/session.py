@@ -1,6 +1,6 @@
 """A training session as a library: pick and build the configuration, check the run folder, train, score.
 
-The `voxnerf train` command (voxnerf_cli.train) is a thin layer over these functions; scripts and benchmarks
+The `voxnerf train` command (voxnerf.cli.train) is a thin layer over these functions; scripts and benchmarks
 call `train_run` directly.
 """
 
@@ -10,11 +10,13 @@ import contextlib
 import os
 import signal
 from dataclasses import asdict, dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Callable, Sequence
 
 import torch
 
+from voxnerf import configs as presets
 from voxnerf.data import load_scene
 from voxnerf.data.layout import detect_layout
 from voxnerf.data.scene import Scene
@@ -27,7 +29,7 @@ from voxnerf.system.device import resolve_device
 from voxnerf.train.distributed import dump_rank_state, world_from_env
 from voxnerf.train.trainer import Trainer
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CONFIGS = Path(str(resources.files(presets)))  # the presets ship inside the package (configs/ in the repo)
 
 
 def silent(message: str) -> None:
@@ -59,7 +61,7 @@ class TrainOutcome:
 
 
 def preset_path(name_or_path: str | Path) -> Path:
-    """A preset name ('blender') -> configs/blender.yaml; anything else is taken as a path."""
+    """A preset name ('blender') -> the installed configs/blender.yaml; anything else is taken as a path."""
     text = str(name_or_path)
     if "/" not in text and not text.endswith((".yaml", ".yml")):
         return CONFIGS / f"{text}.yaml"
