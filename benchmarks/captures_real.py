@@ -16,7 +16,8 @@ Arms side by side, each row's arms one after the other (so the machine's drift h
   today       the working tree as it is
   before      --before REV (an earlier commit, in a temporary worktree) and/or --before-set KEY=VALUE (overrides
               that restore an earlier preset); it is then the reference that today is judged against
-  try         --try KEY=VALUE: today's tree with overrides, judged against today (a screening of a change)
+  try         --try 'KEY=VALUE[; KEY=VALUE ...]' (repeatable, an arm each): today's tree with those overrides,
+              judged against today (a screening of a change)
   appearance  --appearance: today with per-image appearance codes (field.appearance_dim=APPEARANCE_DIM)
 
 The rule (README, "Benchmarks"): a preset or default change is kept only if it raises the mean of its layout's rows
@@ -25,7 +26,7 @@ arm and their medians count; the verdict per layout is printed under the table.
 
     python benchmarks/captures_real.py                                  # the whole table (about an hour on 2 cores)
     python benchmarks/captures_real.py --layouts unbounded --budget 120 --captures ethiopianHead_8
-    python benchmarks/captures_real.py --layouts unbounded --try contract_inner=0.5
+    python benchmarks/captures_real.py --layouts unbounded --try contract_inner=0.5 --try render.step_ratio=0.5
     python benchmarks/captures_real.py --before HEAD~1                  # an earlier commit side by side
     python benchmarks/captures_real.py --layouts object --before-set optim.distortion_weight=0
 """
@@ -190,11 +191,12 @@ def table(rows: list[Row], arms: list[Arm]) -> str:
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for row in rows:
         for arm in arms:
-            m = lambda key: row.median(arm.name, key)  # noqa: E731
-            miss = [k for k, bar in BARS.items() if (m(k) < bar if k == "rays_per_s" else m(k) > bar)]
-            lines.append(f"| {row.capture} | {row.layout} | {arm.name} | {m('psnr'):.2f} | {m('ssim'):.3f} | "
-                         f"{m('rays_per_s') / 1e3:.1f}k | {m('samples_per_ray'):.1f} | {m('peak_rss_gb'):.2f} GB | "
-                         f"{m('wall_s'):.0f} s | {len(row.runs[arm.name])}{' (misses: ' + ', '.join(miss) + ')' if miss else ''} |")
+            m = {key: row.median(arm.name, key) for key, v in row.runs[arm.name][0].items() if isinstance(v, float)}
+            missed = [key for key, bar in BARS.items() if (m[key] < bar if key == "rays_per_s" else m[key] > bar)]
+            note = f" (misses {', '.join(missed)})" if missed else ""
+            lines.append(f"| {row.capture} | {row.layout} | {arm.name} | {m['psnr']:.2f} | {m['ssim']:.3f} | "
+                         f"{m['rays_per_s'] / 1e3:.1f}k | {m['samples_per_ray']:.1f} | {m['peak_rss_gb']:.2f} GB | "
+                         f"{m['wall_s']:.0f} s | {len(row.runs[arm.name])}{note} |")
     lines += ["", "| layout | rows | " + " | ".join(f"mean PSNR {a.name}" for a in arms) + " |",
               "|---|---|" + "---|" * len(arms)]
     groups = [(layout, [r for r in rows if r.layout == layout]) for layout in LAYOUTS] + [("all", rows)]
@@ -236,8 +238,8 @@ def make_arms(args: argparse.Namespace) -> list[Arm]:
     if args.before or args.before_set:
         arms.append(Arm("before", args.before_set, args.before))
     arms.append(Arm("today", []))
-    if args.try_sets:
-        arms.append(Arm("try", args.try_sets))
+    for sets in args.try_sets:
+        arms.append(Arm(sets, [s.strip() for s in sets.split(";") if s.strip()]))
     if args.appearance:
         arms.append(Arm("appearance", [f"field.appearance_dim={APPEARANCE_DIM}"]))
     return arms
@@ -254,7 +256,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "bench_runs" / "captures_real")
     parser.add_argument("--before", help="an earlier commit to train side by side (the reference)")
     parser.add_argument("--before-set", action="append", default=[], help="an override restoring an earlier preset")
-    parser.add_argument("--try", dest="try_sets", action="append", default=[], help="an override to screen")
+    parser.add_argument("--try", dest="try_sets", action="append", default=[],
+                        help="overrides to screen, ';' between them (an arm each)")
     parser.add_argument("--appearance", action="store_true", help="also train with per-image appearance codes")
     parser.add_argument("--repeats", type=int, default=1, help="runs of each row in each arm (medians count)")
     parser.add_argument("--close", type=float, default=0.3, help="a second run where the arms differ by less (dB)")
