@@ -30,10 +30,10 @@ def checkout(revision: str) -> Iterator[Path]:
 
 def link_mapped_packages(tree: Path) -> None:
     """Make a source tree import as its installed package does: a subpackage that pyproject maps from a top-level
-    folder (`"voxnerf.cli" = "cli"`) gets a link at its package path (voxnerf/cli -> ../cli), so that code run
+    folder (`"voxnerf.cli" = "cli"`) gets a link at its package path (voxnerf/cli -> TREE/cli), so that code run
     from the tree (PYTHONPATH) finds that revision's CLI, toy scenes and presets, not those of the editable install."""
     setuptools = tomllib.loads((tree / "pyproject.toml").read_text()).get("tool", {}).get("setuptools", {})
     for package, folder in setuptools.get("package-dir", {}).items():
         link = tree.joinpath(*package.split("."))
         if "." in package and not link.exists():
-            link.symlink_to(tree / folder, target_is_directory=True)
+            link.symlink_to((tree / folder).resolve(), target_is_directory=True)

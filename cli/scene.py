@@ -45,7 +45,7 @@ def make(
                                                    f"({OBJECT_HELD_OUT})."),
     seed: int = typer.Option(0, min=0, help="Seed of the cameras (and of the captures' sparse points)."),
     samples: int = typer.Option(toy_scenes.SAMPLES_PER_RAY, min=2, help="Samples per ray of the reference "
-                                                                            "renderer."),
+                                                                        "renderer."),
     points: int = typer.Option(None, min=0, help="Captures only: sparse points, written by the colmap format "
                                                  "(4000)."),
     downscales: str = typer.Option("", help="Captures only: extra downscaled image copies, e.g. 2,4."),

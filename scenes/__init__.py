@@ -1,13 +1,13 @@
 """Toy voxel scenes with exact ground truth: geometry, density, color, occupancy, surface samples, renders.
 
     import voxnerf.scenes as toy_scenes
-    scene = toy_scenes.get("sphere")            # a ToyScene
+    scene = toy_scenes.get("sphere")                                   # a ToyScene
     scene.sdf(x), scene.density(x), scene.color(x), scene.normal(x)   # x (N, 3) -> (N,) / (N, 3)
-    scene.occupancy(64)                              # (64, 64, 64) bool over [-1, 1]^3
+    scene.occupancy(64)                                                # (64, 64, 64) bool over [-1, 1]^3
     points, normals = scene.sample_surface(10000, seed=0)
-    toy_scenes.render_rays(scene.field, origins, dirs, near, far)  # reference volume renderer
-    toy_scenes.make_scene("sphere", "out/sphere")                  # a Blender-format folder
-    toy_scenes.make_capture("unbounded", "out/u", "colmap")        # a toy real capture, opaque images
+    toy_scenes.render_rays(scene.field, origins, dirs, near, far)      # reference volume renderer
+    toy_scenes.make_scene("sphere", "out/sphere")                      # a Blender-format folder
+    toy_scenes.make_capture("unbounded", "out/u", "colmap")            # a toy real capture, opaque images
     scene, depths = toy_scenes.capture_scene("forward", n_views=8, width=32)   # the same, in memory
 """
 

@@ -112,27 +112,20 @@ def find_command(args: list[str]) -> tuple[object, str, list[str]]:
 
 
 def command_problem(args: list[str], all_arguments: bool) -> str | None:
-    """What is wrong with `voxnerf ARGS`: an unknown command or option, too many arguments, or, with
-    `all_arguments`, fewer than the command takes; else None."""
+    """What is wrong with `voxnerf ARGS` as the app parses it (without running it): an unknown command or
+    option, a bad value, too many arguments, or, with `all_arguments`, a missing one; else None."""
     try:
         command, path, args = find_command(args)
     except LookupError as e:
         return str(e)
-    options = {name: p for p in command.params for name in [*p.opts, *p.secondary_opts] if name.startswith("-")}
-    positional, k = 0, 0
-    while k < len(args):
-        name = args[k].split("=", 1)[0]
-        if args[k] == "--help":
-            return None
-        if not (name.startswith("--") or re.fullmatch(r"-[a-zA-Z]", name)):
-            positional, k = positional + 1, k + 1
-        elif name not in options:
-            return f"{path} has no option {name}"
-        else:  # an option's value follows it unless it is a flag or given as --name=value
-            k += 1 if getattr(options[name], "is_flag", False) or "=" in args[k] else 2
-    wanted = sum(not p.opts[0].startswith("-") for p in command.params)
-    if positional > wanted or all_arguments and positional != wanted and not hasattr(command, "commands"):
-        return f"{path} takes {wanted} argument(s), the line gives {positional}"
+    if hasattr(command, "commands") and not all_arguments:
+        return None
+    try:
+        command.make_context(path, list(args), resilient_parsing=not all_arguments)
+    except typer.Exit:  # --help, --version
+        return None
+    except typer.TyperException as e:
+        return f"{path}: {e.format_message()}"
     return None
 
 

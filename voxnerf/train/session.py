@@ -61,11 +61,13 @@ class TrainOutcome:
 
 
 def preset_path(name_or_path: str | Path) -> Path:
-    """A preset name ('blender') -> the installed configs/blender.yaml; anything else is taken as a path."""
-    text = str(name_or_path)
-    if "/" not in text and not text.endswith((".yaml", ".yml")):
-        return CONFIGS / f"{text}.yaml"
-    return Path(text)
+    """A shipped preset as `train` names it ('blender', 'blender.yaml' or 'configs/blender.yaml', when no such file
+    is here) -> the installed file; anything else is taken as a path."""
+    path = Path(name_or_path)
+    shipped = CONFIGS / (path.name if path.suffix in (".yaml", ".yml") else f"{path.name}.yaml")
+    if path.parent in (Path("."), Path("configs")) and not path.is_file() and shipped.is_file():
+        return shipped
+    return path
 
 
 CPU_OVERLAY = "cpu"  # configs/cpu.yaml: the CPU sizing applied over a layout's preset
