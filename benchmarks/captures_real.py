@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -48,6 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
+from machine import cpu_name
 from revisions import checkout
 
 REPO = Path(__file__).resolve().parents[1]
@@ -225,14 +225,6 @@ def verdicts(rows: list[Row], arms: list[Arm]) -> str:
     return "\n".join(lines)
 
 
-def cpu_name() -> str:
-    """The CPU's model and whether it has native bf16 (the precision `auto` picks depends on it)."""
-    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
-    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")),
-                 platform.machine())
-    return f"{model}, {os.cpu_count()} cores, {'avx512_bf16' if 'avx512_bf16' in info else 'no native bf16'}"
-
-
 def make_arms(args: argparse.Namespace) -> list[Arm]:
     arms = []
     if args.before or args.before_set:
@@ -284,7 +276,10 @@ def main() -> None:
             if arm.revision:
                 arm.tree = stack.enter_context(checkout(arm.revision))
         run_rows(rows, arms, args, log)
-    print(f"{cpu_name()}, {args.threads} threads, {args.budget:g} s a run; runs in {log}")
+    from voxnerf.system.device import cpu_has_fast_bf16
+
+    bf16 = "native bf16" if cpu_has_fast_bf16() else "no native bf16 (fp32)"
+    print(f"{cpu_name()}, {bf16}, {args.threads} threads, {args.budget:g} s a run; runs in {log}")
     print(table(rows, arms))
     if len(arms) > 1:
         print()

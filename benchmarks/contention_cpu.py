@@ -31,7 +31,6 @@ import argparse
 import contextlib
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -41,23 +40,14 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
+from machine import cpu_name
+
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data" / "nerf_synthetic" / "lego_100"
 BUSY_LOOP = "while True: pass"
 COMMANDS = ("train", "eval", "render", "export", "side-by-side")
 CONDITIONS = {"side-by-side": ("alone", "side by side")}  # the others: idle, and beside the busy loop
 IDLE_BUSY = ("idle", "busy")
-
-
-def cpu_name() -> str:
-    """The CPU model and the cores this process may use."""
-    model = platform.processor() or "unknown CPU"
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
-                 if line.startswith("model name")]
-        model = names[0] if names else model
-    return f"{model}, {len(os.sched_getaffinity(0))} cores"
 
 
 def voxnerf(args: list[str], threads: str) -> list[str]:
