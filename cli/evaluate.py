@@ -16,13 +16,23 @@ from voxnerf.train.session import save_scores
 
 
 def mean_line(result: dict) -> str:
-    """'test  PSNR 31.20 dB  SSIM 0.952  (10 views, 64.1k rays/s)' from a `score_split` result."""
+    """'test  PSNR 31.20 dB  SSIM 0.952  (10 views at 500x500, 1/8 size, 64.1k rays/s)' from a `score_split`
+    result (scores written before sizes were recorded leave the size out)."""
     mean, n = result["mean"], len(result["views"])
     parts = [f"{result['split']:<5} PSNR {mean['psnr']:.2f} dB", f"SSIM {mean['ssim']:.3f}"]
     if "lpips" in mean:
         parts.append(f"LPIPS {mean['lpips']:.3f}")
     speed = result["rays"] / max(result["render_seconds"], 1e-9)
-    return "  ".join(parts) + f"  ({n} view{'s' * (n != 1)}, {speed / 1e3:.1f}k rays/s)"
+    return "  ".join(parts) + f"  ({n} view{'s' * (n != 1)}{size_words(result)}, {speed / 1e3:.1f}k rays/s)"
+
+
+def size_words(result: dict) -> str:
+    """' at 500x500, 1/8 size' (' at 100x100' at the photos' own size) for a `score_split` result; '' when it
+    has no size."""
+    if "size" not in result:
+        return ""
+    words = " at {}x{}".format(*result["size"])
+    return words + (f", 1/{result['downscale']} size" if result.get("downscale", 1) > 1 else "")
 
 
 def print_scores(result: dict) -> None:

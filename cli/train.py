@@ -57,8 +57,11 @@ def train(
     profile: bool = typer.Option(False, help="Profile 10 steps into OUT/profile.json (Chrome trace) and stop "
                                              "without saving; with --resume, steps of that run."),
     quiet: bool = typer.Option(False, help="No progress bar."),
-    downscale: int = typer.Option(1, min=1, help="Train on images this many times smaller: the format's copies "
-                                                 "(images_N/) where present, else resized on load."),
+    downscale: int = typer.Option(None, min=1, help="Train on images this many times smaller: the format's copies "
+                                                    "(images_N/) where present, else resized on load. Default: "
+                                                    "photos larger than the finest grid can use are downscaled to "
+                                                    "it (said in an `images` line; a resumed run keeps its size); "
+                                                    "1 keeps the photos' size."),
     format: str = typer.Option(None, "--format", help="Read SCENE as this format (default: detected; see "
                                                       "`voxnerf info`)."),
     viewer: bool = typer.Option(False, "--viewer", help="Serve a web viewer of the training (its URL is printed); "

@@ -9,7 +9,7 @@ import numpy as np
 
 from voxnerf.run import metrics
 from voxnerf.run.scores import score_views
-from voxnerf.train.progress import PlainProgress, progress_bar
+from voxnerf.system.progress import PlainProgress, progress_bar, track
 
 
 class Clock:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import imageio.v3 as iio
 import numpy as np
+from PIL import Image
 
 from voxnerf.data.cameras import Cameras
 from voxnerf.data.images import resize_area
@@ -18,6 +19,7 @@ from voxnerf.errors import SceneError
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".JPG", ".JPEG", ".PNG")
 ROTATION_ROUNDING = 1e-5  # max |R^T R - I| of a rotation as files round it: taken as it is
+DRAFT_MARGIN = 2  # a JPEG read smaller is decoded at least this many times the wanted size, then area-resized
 ROTATION_REPAIRABLE = 0.05  # up to this, a rotation is replaced by the nearest one (with a warning); beyond, refused
 log = logging.getLogger("voxnerf")
 
@@ -52,19 +54,50 @@ def find_image(path: Path) -> Path:
     raise SceneError(path, "image not found")
 
 
-def read_image(path: Path) -> np.ndarray:
-    """An image as uint8 (H, W, 3) or (H, W, 4); grey images become RGB, 16-bit images are rescaled."""
-    try:
-        img = iio.imread(path)
-    except Exception as e:  # imageio raises many types for corrupt files
-        raise SceneError(path, f"unreadable image ({type(e).__name__})") from None
+def read_image(path: Path, size: tuple[int, int] | None = None) -> np.ndarray:
+    """An image as uint8 (H, W, 3) or (H, W, 4); grey images become RGB, 16-bit images are rescaled. With `size`
+    (width, height) it comes at that size, area-resized (`decode`: a large JPEG is decoded smaller first)."""
+    img = decode(path, size, "image")
     if img.ndim == 2:
         img = np.stack([img] * 3, -1)
     if img.ndim != 3 or img.shape[2] not in (3, 4):
         raise SceneError(path, f"expected an RGB or RGBA image, got shape {img.shape}")
     if img.dtype == np.uint16:
         img = (img.astype(np.float32) / 257.0 + 0.5).astype(np.uint8)
-    return img.astype(np.uint8, copy=False)
+    return at_size(img.astype(np.uint8, copy=False), size)
+
+
+def read_mask(path: Path, size: tuple[int, int] | None = None) -> np.ndarray:
+    """A foreground mask as bool (H, W): any channel above half intensity; with `size` (width, height), at that
+    size (covered more than half, `resize_area`)."""
+    m = decode(path, size, "mask")
+    if m.ndim == 3:
+        m = m[..., :3].max(-1)
+    return at_size(m > (np.iinfo(m.dtype).max // 2 if m.dtype.kind == "u" else 0.5), size)
+
+
+def decode(path: Path, size: tuple[int, int] | None, what: str) -> np.ndarray:
+    """The pixels of an image file, as stored; a JPEG wanted at `size` (width, height) comes through libjpeg's DCT
+    scaling at the smallest 1/2, 1/4 or 1/8 reduction still twice that size, which the area resize after it
+    averages down (a 4000 px photo wanted at 500 px decodes 1/16 of the pixels; within a level of 255 of the full
+    decode resized). SceneError naming the file when it cannot be read."""
+    try:
+        if size is not None:
+            with Image.open(path) as im:
+                if im.format == "JPEG" and im.mode in ("RGB", "L"):
+                    im.draft(im.mode, tuple(DRAFT_MARGIN * int(v) for v in size))
+                    return np.array(im)
+        return iio.imread(path)
+    except Exception as e:  # imageio and Pillow raise many types for corrupt files
+        raise SceneError(path, f"unreadable {what} ({type(e).__name__})") from None
+
+
+def at_size(image: np.ndarray, size: tuple[int, int] | None) -> np.ndarray:
+    """`image` (H, W, C) or (H, W) area-resized to `size` (width, height), or as it is when `size` is None or its
+    own."""
+    if size is None or image.shape[1::-1] == tuple(size):
+        return image
+    return resize_area(image, tuple(int(v) for v in size))
 
 
 def image_size(path: Path) -> tuple[int, int]:
@@ -74,17 +107,6 @@ def image_size(path: Path) -> tuple[int, int]:
     except Exception as e:
         raise SceneError(path, f"unreadable image ({type(e).__name__})") from None
     return int(props.shape[1]), int(props.shape[0])
-
-
-def read_mask(path: Path) -> np.ndarray:
-    """A foreground mask as bool (H, W): any channel above half intensity."""
-    try:
-        m = iio.imread(path)
-    except Exception as e:
-        raise SceneError(path, f"unreadable mask ({type(e).__name__})") from None
-    if m.ndim == 3:
-        m = m[..., :3].max(-1)
-    return m > (np.iinfo(m.dtype).max // 2 if m.dtype.kind == "u" else 0.5)
 
 
 def check_pose(matrix, path: Path, what: str) -> np.ndarray:
@@ -103,16 +125,34 @@ def check_pose(matrix, path: Path, what: str) -> np.ndarray:
 class ImageFiles(Sequence):
     """Images decoded from their files when indexed (`read_image`), none held in memory: training copies its split
     once into uint8 tensors on its device (voxnerf.train.ray_sampler) and scoring reads each test view when it scores it,
-    so a scene never holds every split decoded beside them (lego at 800x800: 1 GB)."""
+    so a scene never holds every split decoded beside them (lego at 800x800: 1 GB).
 
-    def __init__(self, paths: list[Path]):
-        self.paths = list(paths)
+    Args:
+        paths: N files.
+        sizes: (N, 2) width, height each is decoded at (see `read_image`), or None for the files' own sizes.
+    """
+
+    read = staticmethod(read_image)
+
+    def __init__(self, paths: list[Path], sizes: np.ndarray | None = None):
+        self.paths, self.sizes = list(paths), sizes
 
     def __len__(self) -> int:
         return len(self.paths)
 
     def __getitem__(self, index: int) -> np.ndarray:
-        return read_image(self.paths[index])
+        return self.read(self.paths[index], None if self.sizes is None else tuple(int(v) for v in self.sizes[index]))
+
+    def at_sizes(self, sizes: np.ndarray) -> ImageFiles:
+        """The same files, decoded at (N, 2) `sizes` (`voxnerf.data.images.resized`)."""
+        return type(self)(self.paths, sizes)
+
+
+class MaskFiles(ImageFiles):
+    """Foreground masks decoded from their files when indexed (`read_mask`): a scene holds none of them, so 500
+    masks of 12 megapixels cost no memory until each is read, at the size in use."""
+
+    read = staticmethod(read_mask)
 
 
 def load_images(paths: list[Path], with_images: bool) -> tuple[ImageFiles | None, np.ndarray]:
@@ -242,22 +282,18 @@ def find_masks(folder: Path, image_paths: list[Path]) -> list[Path] | None:
 
 
 def load_masks(paths: list[Path], image_sizes: np.ndarray, with_images: bool,
-               downscale: int = 1) -> list[np.ndarray] | None:
-    """Read (or just measure) foreground masks; each must have its image's (width, height), or be `downscale`
-    times larger (full-size masks beside downscaled image copies), and is then resized to it.
+               downscale: int = 1) -> MaskFiles | None:
+    """Measure foreground masks and give them as files decoded on access at their images' sizes; each must have
+    its image's (width, height), or be `downscale` times larger (full-size masks beside downscaled image copies).
 
     Returns:
-        N bool (H, W) masks, or None when `with_images` is False.
+        N bool (H, W) masks decoded on access, or None when `with_images` is False.
     """
     sizes = np.array([image_size(p) for p in paths], np.int64).reshape(-1, 2)
     for p, got, want in zip(paths, sizes, image_sizes):
         if tuple(got) != tuple(want) and not np.all(np.abs(got - want * downscale) < downscale):
             raise SceneError(p, f"mask is {got[0]}x{got[1]} but its image is {want[0]}x{want[1]}")
-    if not with_images:
-        return None
-    masks = [read_mask(p) for p in paths]
-    return [m if m.shape[::-1] == tuple(want) else resize_area(m, tuple(int(v) for v in want))
-            for m, want in zip(masks, image_sizes)]
+    return MaskFiles(paths, np.asarray(image_sizes)) if with_images else None
 
 
 def near_far_from_box(centers: np.ndarray, bbox: np.ndarray) -> tuple[float, float]:

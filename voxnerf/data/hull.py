@@ -31,8 +31,13 @@ OUTVOTED = 0.1  # mask_agreement: a point may lie outside this share of the othe
 def outside_distance(scene: Scene, views: Iterable[int]) -> dict[int, np.ndarray]:
     """Per view, (H, W) Euclidean distance in px from each pixel to the view's mask (0 inside; inf everywhere for
     an empty mask)."""
-    return {int(j): ndimage.distance_transform_edt(~scene.masks[j]) if scene.masks[j].any()
-            else np.full(scene.masks[j].shape, np.inf) for j in views}
+    return {int(j): distance_outside(scene.masks[j]) for j in views}
+
+
+def distance_outside(mask: np.ndarray) -> np.ndarray:
+    """(H, W) Euclidean distance in px from each pixel to the bool `mask` (H, W): 0 inside, inf everywhere when
+    it is empty."""
+    return ndimage.distance_transform_edt(~mask) if mask.any() else np.full(mask.shape, np.inf)
 
 
 def ray_gaps(scene: Scene, outside: dict[int, np.ndarray], origins: np.ndarray, dirs: np.ndarray,

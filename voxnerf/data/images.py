@@ -37,8 +37,15 @@ def resize_area(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     return out.permute(1, 2, 0).round().clamp(0, 255).to(torch.uint8).numpy()
 
 
+def resized(images: Sequence[np.ndarray], sizes: np.ndarray) -> Sequence[np.ndarray]:
+    """Images or bool masks at per-image (N, 2) width, height `sizes`, resized on access: files decode at those
+    sizes (`at_sizes`, voxnerf.data.common.ImageFiles), anything else is area-resized (`ResizedImages`)."""
+    return images.at_sizes(sizes) if hasattr(images, "at_sizes") else ResizedImages(images, sizes)
+
+
 class ResizedImages(Sequence):
-    """Another image sequence resized on access (`resize_area`) to per-image (N, 2) width, height `sizes`."""
+    """Another image (or bool mask) sequence resized on access (`resize_area`) to per-image (N, 2) width, height
+    `sizes`."""
 
     def __init__(self, images: Sequence[np.ndarray], sizes: np.ndarray):
         self.images, self.sizes = images, sizes

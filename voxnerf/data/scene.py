@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from voxnerf.data.cameras import Cameras
-from voxnerf.data.images import ResizedImages, resize_area
+from voxnerf.data.images import resized
 
 SPLITS = ("train", "val", "test")
 
@@ -30,7 +30,8 @@ class Scene:
         background: (3,) float RGB in [0, 1] that transparent pixels stand for, or None if images are opaque.
         images: N uint8 arrays (H, W, 3 or 4), a list or files decoded on access (voxnerf.data.common.ImageFiles),
             or None when loaded with `with_images=False`.
-        masks: N bool arrays (H, W) of foreground, or None when the format has none.
+        masks: N bool arrays (H, W) of foreground, a list or files decoded on access (voxnerf.data.common.MaskFiles),
+            or None when the format has none.
         points: (P, 3) float64 sparse 3D points (e.g. from COLMAP), or None.
     """
 
@@ -44,7 +45,7 @@ class Scene:
     far: float
     background: np.ndarray | None = None
     images: Sequence[np.ndarray] | None = None
-    masks: list[np.ndarray] | None = None
+    masks: Sequence[np.ndarray] | None = None
     points: np.ndarray | None = None
     extras: dict = field(default_factory=dict)
     downscale: int = 1
@@ -88,12 +89,11 @@ class Scene:
         return np.concatenate([image[..., :3], alpha[..., None]], -1)
 
     def downscaled(self, factor: int) -> Scene:
-        """This scene with images (resized on access) and masks `factor` times smaller, intrinsics scaled to match
+        """This scene with images and masks `factor` times smaller (resized on access), intrinsics scaled to match
         (for formats without smaller copies on disk, or captures without them)."""
         cameras = self.cameras.scaled(1.0 / factor)
-        images = None if self.images is None else ResizedImages(self.images, cameras.sizes)
-        masks = None if self.masks is None else [resize_area(m, tuple(int(v) for v in size))
-                                                 for m, size in zip(self.masks, cameras.sizes)]
+        images = None if self.images is None else resized(self.images, cameras.sizes)
+        masks = None if self.masks is None else resized(self.masks, cameras.sizes)
         return dataclasses.replace(self, cameras=cameras, images=images, masks=masks,
                                    downscale=self.downscale * factor)
 

@@ -57,6 +57,7 @@ class TrainConfig:
         Level(0.1, 32, 0.25), Level(0.3, 64, 0.5), Level(0.6, 128, 1.0), Level(1.0, 256, 1.0)])
     space: str = "box"  # box (bounded object) | contract (unbounded 360 scene) | ndc (forward-facing); voxnerf.data.space
     contract_inner: float = 0.5  # contract: the share of the grid's half-width the unit box (cameras, subject) fills
+    pixels_per_cell: float = 4.0  # photos over (this x the finest resolution)^2 pixels train downscaled (--downscale)
     max_steps: int = 20000  # training stops at whichever of max_steps / max_time comes first
     max_time: float = 0.0  # seconds of training (evaluation excluded); 0 = no limit
     precision: str = "auto"  # auto (fp16 on CUDA; bf16 on a CPU with native bf16, else fp32) | bf16 | fp16 | fp32
@@ -219,7 +220,7 @@ UP_TO_ONE = Range(0, 1, low_open=True)
 RANGES = {
     "max_steps": NON_NEGATIVE, "max_time": NON_NEGATIVE, "seed": NON_NEGATIVE, "log_every": AT_LEAST_ONE,
     "checkpoint_every": AT_LEAST_ONE, "eval_every_view": AT_LEAST_ONE, "threads": Range(0, 4096),
-    "contract_inner": Range(0, 1, low_open=True, high_open=True),
+    "contract_inner": Range(0, 1, low_open=True, high_open=True), "pixels_per_cell": Range(0.5, 1024),
     "render.step_ratio": Range(0, 4, low_open=True), "render.alpha_min": BELOW_ONE,
     "render.transmittance_min": BELOW_ONE, "render.color_weight_min": BELOW_ONE, "render.march_chunk": AT_LEAST_ONE,
     "render.checkpoint_chunk": NON_NEGATIVE,

@@ -23,6 +23,7 @@ import numpy as np
 
 from voxnerf.errors import VoxnerfError
 from voxnerf.run.checkpoint import CHECKPOINT
+from voxnerf.system.progress import track
 
 LOCK = ".voxnerf.lock"
 METRICS = ("metrics.jsonl", "metrics.csv")
@@ -138,7 +139,7 @@ def scene_fingerprint(scene) -> str:
     cameras = scene.cameras
     for array in (cameras.c2w, cameras.intrinsics, cameras.sizes):
         digest.update(np.round(np.asarray(array, np.float64), 6).tobytes())
-    for image in scene.images or []:
+    for image in track(scene.images or [], "reading photos for the run's fingerprint", "photo"):
         digest.update(np.ascontiguousarray(image.reshape(-1)[::7]).tobytes())
     return digest.hexdigest()[:16]
 

@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from tqdm import tqdm
 
 from voxnerf.data.cameras import Cameras
 from voxnerf.data.scene import Scene
 from voxnerf.errors import VoxnerfError
 from voxnerf.render.views import View, target_image
 from voxnerf.run.metrics import lpips_model, psnr, ssim
+from voxnerf.system.progress import track
 from voxnerf.system.threads import recheck_threads
 
 
@@ -46,7 +46,8 @@ def score_split(render: Callable[[Cameras, int], View], scene: Scene, split: str
         progress: show a bar over the rendered views.
     Returns:
         {"split": split, "views": [{"psnr", "ssim"(, "lpips"), "view": file name}, ...], "mean": {metric: mean},
-         "rays": pixels rendered, "render_seconds": wall time of the rendering}.
+         "rays": pixels rendered, "render_seconds": wall time of the rendering, "size": [width, height] of the
+         largest view scored, "downscale": how many times smaller than the photos (`Scene.downscale`)}.
     """
     indices = scene.split_indices(split)[::every]
     if not len(indices):
@@ -54,7 +55,7 @@ def score_split(render: Callable[[Cameras, int], View], scene: Scene, split: str
     background = scene.render_background
     start = time.perf_counter()
     preds = [render(scene.cameras, int(i)).rgb
-             for i in tqdm(indices, desc=f"{split} views", unit="view", disable=not progress, leave=False)]
+             for i in track(indices, f"scoring {split} views", "view", enabled=progress)]
     seconds = time.perf_counter() - start
     targets = [target_image(scene.rgba(i), background) for i in indices]
     rows = score_views(preds, targets, with_lpips)
@@ -62,7 +63,9 @@ def score_split(render: Callable[[Cameras, int], View], scene: Scene, split: str
         row["view"] = scene.image_paths[i].name
     mean = {k: float(np.mean([r[k] for r in rows])) for k in rows[0] if k != "view"}
     rays = sum(p.shape[0] * p.shape[1] for p in preds)
-    return {"split": split, "views": rows, "mean": mean, "rays": rays, "render_seconds": seconds}
+    size = max(p.shape[1::-1] for p in preds)
+    return {"split": split, "views": rows, "mean": mean, "rays": rays, "render_seconds": seconds,
+            "size": [int(v) for v in size], "downscale": scene.downscale}
 
 
 def scores_path(run_dir: Path, split: str) -> Path:

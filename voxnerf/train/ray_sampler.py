@@ -10,6 +10,7 @@ from voxnerf.data.images import premultiplied, to_uint8
 from voxnerf.data.rays import pixel_rays
 from voxnerf.data.scene import Scene
 from voxnerf.data.space import Space
+from voxnerf.system.progress import track
 
 
 class RaySampler:
@@ -24,10 +25,12 @@ class RaySampler:
         indices: (K,) image indices to draw from.
         device: where rays are produced.
         space: the field's space (its center and scale take world rays into the unit box).
+        progress: show a bar while the photos are decoded and each scale of the pyramid is pooled.
     """
 
-    def __init__(self, scene: Scene, indices: np.ndarray, device: torch.device, space: Space):
-        self.device = device
+    def __init__(self, scene: Scene, indices: np.ndarray, device: torch.device, space: Space,
+                 progress: bool = False):
+        self.device, self.progress = device, progress
         self.scene, self.indices = scene, indices
         self.cameras = scene.cameras.subset(indices)
         self.center = torch.as_tensor(space.center, dtype=torch.float32, device=device)
@@ -36,12 +39,12 @@ class RaySampler:
         self._pyramid: dict[float, tuple[torch.Tensor, dict[str, torch.Tensor]]] = {}
 
     def _full_images(self) -> torch.Tensor:
-        """(K, H, W, 4) uint8 premultiplied images at full size, decoded once, one image at a time so that no
-        float copy of the whole split is ever held."""
+        """(K, H, W, 4) uint8 premultiplied images at full size, decoded once (the trainer asks before its clock
+        starts), one image at a time so that no float copy of the whole split is ever held."""
         if self._full is None:
             w, h = (int(v) for v in self.cameras.sizes[0])
             self._full = torch.empty(len(self.indices), h, w, 4, dtype=torch.uint8, device=self.device)
-            for k, i in enumerate(self.indices):
+            for k, i in enumerate(track(self.indices, f"decoding photos at {w}x{h}", "photo", enabled=self.progress)):
                 self._full[k] = to_uint8(premultiplied(self.scene.rgba(i))).to(self.device)
         return self._full
 
@@ -51,7 +54,7 @@ class RaySampler:
         if tuple(full.shape[1:3]) == size:
             return full
         out = torch.empty(len(full), *size, 4, dtype=torch.uint8, device=self.device)
-        for k, image in enumerate(full):
+        for k, image in enumerate(track(full, f"pooling photos to {size[1]}x{size[0]}", "photo", enabled=self.progress)):
             planes = image.permute(2, 0, 1)[None].float() / 255.0
             out[k] = to_uint8(F.interpolate(planes, size=size, mode="area")[0].permute(1, 2, 0))
         return out

@@ -7,6 +7,7 @@ call `train_run` directly.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 from dataclasses import asdict, dataclass
@@ -174,21 +175,57 @@ def profile_steps(trainer: Trainer, path: Path, steps: int = 10, warmup: int = 3
 
 def prepare(scene_dir: Path, config: Path | None, out: Path, resume: bool, sets: list[str],
             max_steps: int | None = None, max_time: float | None = None, threads: int | None = None,
-            device: torch.device = torch.device("cpu"), downscale: int = 1, format: str | None = None,
+            device: torch.device = torch.device("cpu"), downscale: int | None = None, format: str | None = None,
             say: Callable[[str], None] = silent) -> tuple[Scene, TrainConfig]:
-    """The scene (from its absolute path, so the run records where it lives; at `downscale`, read as `format`) and
-    the run's configuration (the preset picked for the scene and the device is told to `say`)."""
-    scene = load_scene(Path(scene_dir).resolve(), downscale=downscale, format=format)
+    """The scene (from its absolute path, so the run records where it lives; read as `format`) and the run's
+    configuration (the preset picked for the scene and the device is told to `say`).
+
+    The images come `downscale` times smaller; by default at the size the configuration can use
+    (`training_downscale`; a resumed run keeps its own), which is told to `say` when it is not the photos' own."""
+    root = Path(scene_dir).resolve()
+    scene = load_scene(root, downscale=downscale or 1, format=format)
     if not len(scene.split_indices("test")):
         raise VoxnerfError(f"{scene.root}: no test or val views (training ends by scoring them)")
     path, overlays = (preset_path(config), []) if config else default_config(scene, out, resume, device, say)
-    return scene, build_config(path, list(sets), max_steps, max_time, threads, overlays)
+    cfg = build_config(path, list(sets), max_steps, max_time, threads, overlays)
+    if downscale is None:
+        chosen = recorded_downscale(out) if resume else training_downscale(scene.cameras.sizes, cfg)
+        if chosen > 1:
+            smaller = load_scene(root, downscale=chosen, format=format)
+            say(size_line(scene.cameras.sizes, smaller.cameras.sizes, chosen, cfg, resume))
+            scene = smaller
+    return scene, cfg
+
+
+def training_downscale(sizes, cfg: TrainConfig) -> int:
+    """The smallest whole downscale at which the largest of the images, (N, 2) width, height `sizes`, holds at
+    most (cfg.pixels_per_cell x the finest level's resolution)^2 pixels: a subject filling the frame then gets
+    about that many pixels per finest cell across; larger photos only add decoding, memory and scoring time."""
+    finest = max(level.resolution for level in cfg.levels)
+    budget = (cfg.pixels_per_cell * finest) ** 2
+    largest = max(int(w) * int(h) for w, h in sizes)
+    return max(1, math.ceil(math.sqrt(largest / budget) - 1e-9))
+
+
+def recorded_downscale(out: Path) -> int:
+    """The image downscale the run in `out` was trained at (its checkpoint's scene record)."""
+    return int(load_checkpoint(out / CHECKPOINT)["scene"].get("downscale", 1))
+
+
+def size_line(full, used, downscale: int, cfg: TrainConfig, resume: bool) -> str:
+    """'images      4000x4000 -> 500x500 (1/8: ...; --downscale 1 keeps 4000x4000)' for (N, 2) `full` and
+    `used` image sizes."""
+    (fw, fh), (uw, uh) = (max(s, key=lambda v: int(v[0]) * int(v[1])) for s in (full, used))
+    why = ("the run's own size" if resume else
+           f"the finest grid, {max(level.resolution for level in cfg.levels)}^3, uses up to "
+           f"{cfg.pixels_per_cell:g} pixels per cell")
+    return f"images      {fw}x{fh} -> {uw}x{uh} (1/{downscale}: {why}; --downscale 1 keeps {fw}x{fh})"
 
 
 def train_run(scene_dir: Path, config: Path | None, out: Path, *, device: str = "auto", resume: bool = False,
               overwrite: bool = False, init: Path | None = None, sets: list[str] = (), max_steps: int | None = None,
               max_time: float | None = None, threads: int | None = None, eval_at: tuple[float, ...] = (),
-              quiet: bool = False, downscale: int = 1, format: str | None = None,
+              quiet: bool = False, downscale: int | None = None, format: str | None = None,
               say: Callable[[str], None] = silent,
               on_step: Sequence[Callable[[Trainer, dict], None]] = ()) -> TrainOutcome:
     """Load the scene, train, checkpoint, and score the test split into OUT/eval.json (skipped after Ctrl-C).
@@ -262,7 +299,7 @@ def check_fits(ckpt: dict, path: Path, option: str, cfg: TrainConfig, scene: Sce
 def score(trainer: Trainer, outcome: TrainOutcome) -> None:
     """The test scores of a finished run into `outcome` and OUT/eval.json; Ctrl-C leaves it `unscored`."""
     try:
-        outcome.scores = trainer.evaluate(every=trainer.cfg.eval_every_view, write=False)
+        outcome.scores = trainer.evaluate(every=trainer.cfg.eval_every_view, write=False, progress=not trainer.quiet)
     except KeyboardInterrupt:
         outcome.interrupted = outcome.unscored = True
         return

@@ -28,7 +28,7 @@ from voxnerf.system.device import amp_dtype_for
 from voxnerf.system.threads import thread_policy
 from voxnerf.train.distributed import PeerLost, World
 from voxnerf.train.interrupt import StopRequest
-from voxnerf.train.progress import progress_bar
+from voxnerf.system.progress import progress_bar
 from voxnerf.train.ray_sampler import RaySampler
 from voxnerf.train.strategy import TopologyStrategy, occupancy_for_ranks
 
@@ -81,7 +81,9 @@ class Trainer:
         self.optimizer = self._make_optimizer()
         if resume:
             self._restore(load_checkpoint(self.out / CHECKPOINT, "cpu"))  # moved to the device piece by piece
-        self.sampler = RaySampler(scene, scene.split_indices("train"), device, self.model.space)
+        self.sampler = RaySampler(scene, scene.split_indices("train"), device, self.model.space,
+                                  progress=not quiet and self.world.is_main)
+        self.sampler.at_scale(self.strategy.level(self.progress()).image_scale)  # decoded off the training clock
 
     # ---- setup ----------------------------------------------------------------------------------------------
     def _make_optimizer(self) -> torch.optim.Optimizer:
@@ -292,11 +294,12 @@ class Trainer:
         return render_view(self.model, cameras, index, self.scene.render_background, self.cfg.render, self.device,
                            self.amp_dtype)
 
-    def evaluate(self, split: str = "test", every: int = 1, with_lpips: bool = True, write: bool = True) -> dict:
-        """Render every `every`-th view of `split` and score it (`score_split`); written into the run folder
-        (eval.json, eval_SPLIT.json for other splits) when `write`."""
+    def evaluate(self, split: str = "test", every: int = 1, with_lpips: bool = True, write: bool = True,
+                 progress: bool = False) -> dict:
+        """Render every `every`-th view of `split` and score it (`score_split`, with a bar when `progress`);
+        written into the run folder (eval.json, eval_SPLIT.json for other splits) when `write`."""
         release_freed_memory()  # what training steps kept would stay resident beside the renders' own
-        result = score_split(self.render_view, self.scene, split, every, with_lpips)
+        result = score_split(self.render_view, self.scene, split, every, with_lpips, progress)
         if write:
             write_scores(result, self.out)
         return result

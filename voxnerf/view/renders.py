@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Iterator
 
 import imageio.v3 as iio
-from tqdm import tqdm
 
 from voxnerf.data.cameras import Cameras
 from voxnerf.data.images import to_uint8
@@ -16,6 +15,7 @@ from voxnerf.errors import VoxnerfError
 from voxnerf.render.views import View
 from voxnerf.run.load import Run, load_run
 from voxnerf.system.device import resolve_device
+from voxnerf.system.progress import track
 from voxnerf.view.path_file import load_camera_path
 from voxnerf.view.paths import interpolate_cameras, orbit_cameras, resized, spiral_cameras, sweep_cameras
 from voxnerf.view.video import depth_image, write_video
@@ -57,7 +57,7 @@ class VideoRequest:
 
 def render_cameras(run: Run, cameras: Cameras, quiet: bool, what: str) -> Iterator[tuple[int, View]]:
     """Yield (index, View) for every camera, as the run renders (`Run.render_view`)."""
-    for i in tqdm(range(len(cameras)), desc=what, disable=quiet, leave=False):
+    for i in track(range(len(cameras)), what, "view", enabled=not quiet):
         yield i, run.render_view(cameras, i)
 
 
@@ -117,7 +117,7 @@ def render_run(run_dir: Path, split: str = "test", out: Path | None = None, vide
     result = Rendered(out / split)
     result.folder.mkdir(parents=True, exist_ok=True)
     views = data.cameras.subset(indices)
-    for k, view in render_cameras(run, views, quiet, f"{split} views"):
+    for k, view in render_cameras(run, views, quiet, f"rendering {split} views"):
         result.images += write_view(result.folder, data.image_paths[indices[k]].stem, view)
     return _with_video(run, request, result, out, quiet) if video else result
 
@@ -125,6 +125,6 @@ def render_run(run_dir: Path, split: str = "test", out: Path | None = None, vide
 def _with_video(run: Run, request: VideoRequest, result: Rendered, folder: Path, quiet: bool) -> Rendered:
     """`result` with the requested video rendered into `folder`."""
     cameras, fps, stem = video_cameras(run, request)
-    pictures = [to_uint8(view.rgb) for _, view in render_cameras(run, cameras, quiet, stem)]
+    pictures = [to_uint8(view.rgb) for _, view in render_cameras(run, cameras, quiet, f"rendering {stem}")]
     result.video = write_video(pictures, folder / f"{stem}.mp4", fps)
     return result
