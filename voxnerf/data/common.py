@@ -16,6 +16,7 @@ from PIL import Image
 from voxnerf.data.cameras import Cameras
 from voxnerf.data.images import resize_area
 from voxnerf.errors import SceneError
+from voxnerf.system.progress import track
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".JPG", ".JPEG", ".PNG")
 ROTATION_ROUNDING = 1e-5  # max |R^T R - I| of a rotation as files round it: taken as it is
@@ -317,7 +318,8 @@ def bounds_from_masks(cameras: Cameras, masks: list[np.ndarray], bbox: np.ndarra
     axes = [np.linspace(lo, hi, n) for lo, hi in zip(bbox[0], bbox[1])]
     points = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 3)
     keep, seen = np.ones(len(points), bool), np.zeros(len(points), np.int64)
-    for c2w, (fx, fy, cx, cy), mask in zip(cameras.c2w, cameras.intrinsics, masks):
+    for c2w, (fx, fy, cx, cy), mask in track(zip(cameras.c2w, cameras.intrinsics, masks), "masks' visual hull",
+                                             "mask", total=len(masks)):
         local = (points - c2w[:, 3]) @ c2w[:, :3]
         z = np.maximum(local[:, 2], 1e-9)
         u, v = fx * local[:, 0] / z + cx, fy * local[:, 1] / z + cy
