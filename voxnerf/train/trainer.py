@@ -165,17 +165,17 @@ class Trainer:
         self._set_learning_rates(progress)
         n_total = self.n_rays * self.world.size
         batch = self.sampler.sample(self.n_rays, level.image_scale, self.generator)
-        with self.model.field.recording_reads() as reads:  # the grid rows ranks exchange gradients of
+        with self.model.field.row_spaces() as spaces:  # the grid rows ranks exchange gradients of
             result = render_rays(self.model, batch["origins"], batch["dirs"], batch["background"],
                                  self._render_config(), self.generator, self.amp_dtype,
                                  with_distortion=self.cfg.optim.distortion_weight > 0, images=batch["image"])
             mse = torch.nn.functional.mse_loss(result.rgb, batch["target"])
             loss = mse + self._regularization(result)
-        self.scaler.scale(loss).backward()
+            self.scaler.scale(loss).backward()
         clock = self.own_time + time.perf_counter() - start if self.world.is_main else 0.0
         num_samples, self.elapsed, stops = self.world.all_reduce_gradients(
-            self.model.parameters(), [result.num_samples, clock, float(self.stop.requested)], reads)
-        del reads  # the stencils (N, 8) need not outlive the exchange (a refinement below is the memory peak)
+            self.model.parameters(), [result.num_samples, clock, float(self.stop.requested)], spaces)
+        del spaces  # the stencils (N, 8) need not outlive the exchange (a refinement below is the memory peak)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
