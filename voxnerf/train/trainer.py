@@ -62,7 +62,8 @@ class Trainer:
         # threads 0: follow the cores other processes leave free (one process; ranks keep torch's count)
         self.threads = thread_policy(cfg.threads or (0 if self.world.size == 1 else torch.get_num_threads()))
         self.amp_dtype = amp_dtype_for(cfg.precision, device)
-        self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp_dtype == torch.float16 and device.type == "cuda")
+        # fp16 gradients underflow without loss scaling: on CUDA, and on the CPU where fp16 stands in for it
+        self.scaler = torch.amp.GradScaler(device.type, enabled=self.amp_dtype == torch.float16)
         self.strategy = TopologyStrategy(occupancy_for_ranks(cfg.occupancy, self.world.size), cfg.levels,
                                          cfg.render.step_ratio, self.world.max_, (self.world.rank, self.world.size))
         self.generator = self.world.generator(cfg.seed, device=device)
@@ -201,10 +202,11 @@ class Trainer:
 
     def log_row(self, stats: dict) -> dict:
         """A step's statistics as plain numbers for the log, with the values that wait on the device (loss, PSNR,
-        occupied cells) read only here: on logging steps, not every step."""
+        the loss scale, occupied cells) read only here: on logging steps, not every step. The loss scale is the
+        GradScaler's (1 without fp16): it halves at every step skipped for an inf or NaN gradient."""
         row = {k: v for k, v in stats.items() if k != "mse"}
-        row.update(loss=stats["loss"].item(), psnr=mse_to_psnr(stats["mse"].item()),
-                   skipped=stats["skipped"].item(),
+        row.update(loss=stats["loss"].item(), loss_scale=self.scaler.get_scale(),
+                   psnr=mse_to_psnr(stats["mse"].item()), skipped=stats["skipped"].item(),
                    occupied=int(self.model.estimator.occupied.sum()),
                    parameters=sum(p.numel() for p in self.model.parameters()))
         return row
