@@ -100,3 +100,5 @@ def test_fp16_trains_the_sphere_as_well_as_fp32_with_finite_parameters(fp16_run,
     reference_run.train()
     reference = psnr_on_test_views(reference_run)
     assert reference > UNTRAINED_PSNR + 5 and abs(psnr - reference) < 0.5, (psnr, reference)
+    first_layer = [run.model.field.decoder.mlp[0].weight for run in (trainer, reference_run)]
+    assert not torch.equal(*first_layer)  # the fp16 run's arithmetic was its own
