@@ -10,8 +10,8 @@ from voxnerf.cli.evaluate import mean_line
 from voxnerf.cli.options import threads_option
 from voxnerf.errors import VoxnerfError
 from voxnerf.system.device import resolve_device
-from voxnerf.train.distributed import launch_local
 from voxnerf.train.interrupt import exit_status
+from voxnerf.train.launch import launch_local
 from voxnerf.train.session import (
     TrainOutcome,
     check_out,

@@ -126,15 +126,16 @@ def test_a_checkpoint_written_on_the_cpu_resumes_on_another_device_with_nothing_
 
 def test_the_loss_scale_of_an_fp16_run_survives_a_resume(sphere, tmp_path, monkeypatch):
     """The GradScaler's scale and growth tracker are in the checkpoint (a resumed fp16 run would otherwise restart
-    at scale 65536 and skip steps finding it again). Checked with torch's CPU GradScaler standing in for CUDA's."""
+    at scale 65536 and skip steps finding it again). Checked with fp16 on the CPU, standing in for CUDA, and a scaler
+    that grows every 3 steps."""
     from voxnerf.data import load_scene
     from voxnerf.run.config import load_config
     from voxnerf.train import trainer as trainer_module
 
     scaler = torch.amp.GradScaler
-    monkeypatch.setattr(torch.amp, "GradScaler",
-                        lambda device, enabled: scaler("cpu", init_scale=1024.0, growth_interval=3))
-    scene, cfg = load_scene(sphere), load_config(None, [TOY])
+    monkeypatch.setattr(torch.amp, "GradScaler", lambda device, enabled: scaler(device, enabled=enabled,
+                                                                                init_scale=1024.0, growth_interval=3))
+    scene, cfg = load_scene(sphere), load_config(None, [TOY, {"precision": "fp16"}])
     first = trained_for(trainer_module.Trainer(scene, cfg, tmp_path, torch.device("cpu"), quiet=True), 4)
     saved = first.scaler.state_dict()
     assert saved["scale"] == 2048.0 and saved["_growth_tracker"] == 1  # grew once after 3 steps, then 1 more

@@ -1,4 +1,5 @@
-"""The CUDA path is not launch-bound: a training step forces at most a few host syncs.
+"""The CUDA path is not launch-bound: a training step forces at most a few host syncs, in one process and in each of
+two ranks (beyond the collectives themselves).
 
 On CUDA, some ops make the host wait for the device: reading a value (`.item()`, `_local_scalar_dense`), ops whose
 output size depends on the data (`nonzero`, boolean-mask indexing and index_put, `masked_select`, `unique`,
@@ -8,6 +9,7 @@ difference between 2N and N steps is what one step costs, so set-up and the firs
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -48,16 +50,37 @@ class SyncCounter(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if forces_sync(func, args, kwargs):
-            self.counts[str(func)] = self.counts.get(str(func), 0) + 1
+            self.count(str(func))
         return func(*args, **kwargs)
+
+    def count(self, name: str) -> None:
+        self.counts[name] = self.counts.get(name, 0) + 1
 
     @property
     def total(self) -> int:
         return sum(self.counts.values())
 
 
-def syncs_over(trainer: Trainer, steps: int) -> SyncCounter:
-    with SyncCounter() as counter:
+class HostReadCounter(SyncCounter):
+    """A SyncCounter that also counts the gradient exchange's read of its agreed byte buffer on the host
+    (voxnerf.train.distributed._to_host: a device-to-host copy under NCCL, which the dispatcher does not see on the
+    CPU). The collectives themselves are not counted."""
+
+    def __enter__(self):
+        import voxnerf.train.distributed as distributed
+
+        read = distributed._to_host
+        self.patch = pytest.MonkeyPatch()
+        self.patch.setattr(distributed, "_to_host", lambda t: (self.count("exchange host read"), read(t))[1])
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        self.patch.undo()
+        return super().__exit__(*exc)
+
+
+def syncs_over(trainer: Trainer, steps: int, counter_class: type = SyncCounter) -> SyncCounter:
+    with counter_class() as counter:
         for _ in range(steps):
             trainer.train_step()
             trainer.step += 1
@@ -80,14 +103,43 @@ CONFIG = {
 }
 
 
-def test_a_training_step_forces_at_most_the_sync_budget(sphere, tmp_path):
-    trainer = Trainer(load_scene(sphere), load_config(None, [CONFIG]), tmp_path / "run", torch.device("cpu"),
-                      quiet=True)
-    for _ in range(5):  # past the warm-up: occupancy in use, skipping on
+def syncs_per_step(trainer: Trainer, counter_class: type = SyncCounter) -> tuple[float, dict[str, float]]:
+    """Host syncs of one of `trainer`'s steps past the warm-up (occupancy in use, skipping on), in all and by op."""
+    for _ in range(5):
         trainer.train_step()
         trainer.step += 1
     n = 8
-    one, two = syncs_over(trainer, n), syncs_over(trainer, 2 * n)
-    per_step = (two.total - one.total) / n
-    detail = {k: (two.counts.get(k, 0) - one.counts.get(k, 0)) / n for k in two.counts}
+    one, two = syncs_over(trainer, n, counter_class), syncs_over(trainer, 2 * n, counter_class)
+    return (two.total - one.total) / n, {k: (two.counts.get(k, 0) - one.counts.get(k, 0)) / n for k in two.counts}
+
+
+def test_a_training_step_forces_at_most_the_sync_budget(sphere, tmp_path):
+    trainer = Trainer(load_scene(sphere), load_config(None, [CONFIG]), tmp_path / "run", torch.device("cpu"),
+                      quiet=True)
+    per_step, detail = syncs_per_step(trainer)
     assert per_step <= SYNC_BUDGET, f"{per_step:.1f} host syncs per step (budget {SYNC_BUDGET}): {detail}"
+
+
+def syncs_on_rank(sphere: Path, out: Path) -> int:
+    """Rank body: one rank of two trains the sphere and saves its host syncs per step (json)."""
+    from voxnerf.train.distributed import world_from_env
+
+    with world_from_env(torch.device("cpu")) as world:
+        cfg = load_config(None, [CONFIG, {"threads": 1}])
+        trainer = Trainer(load_scene(sphere), cfg, out / f"run{world.rank}", torch.device("cpu"), quiet=True,
+                          world=world)
+        world.copy_from_main(trainer.model)
+        per_step, detail = syncs_per_step(trainer, HostReadCounter)
+        (out / f"rank{world.rank}.json").write_text(json.dumps({"per_step": per_step, "detail": detail}))
+    return 0
+
+
+def test_a_step_of_two_ranks_forces_at_most_the_sync_budget_beyond_its_collectives(sphere, tmp_path):
+    """Counted as one process is, with the exchange's own host read (the rows read, the flags, the statistics)."""
+    from voxnerf.train.launch import launch_local
+
+    assert launch_local(2, syncs_on_rank, sphere, tmp_path) == 0
+    for rank in range(2):
+        counted = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        assert counted["detail"]["exchange host read"] == 1
+        assert counted["per_step"] <= SYNC_BUDGET, f"rank {rank}: {counted} (budget {SYNC_BUDGET})"

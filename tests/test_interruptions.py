@@ -211,9 +211,12 @@ def test_runs_are_continued_and_scored_only_on_their_own_scene(scenes, tmp_path)
 
 
 def test_a_dying_peer_leaves_rank_0s_latest_state_saved(scenes, tmp_path):
+    """Rank 1 exits at its 25th step (tests/rank_hooks.py puts the fault there)."""
     out = tmp_path / "run"
-    result = run("train", scenes[0], "--out", out, "--nproc", "2", *TINY, *LONG,
-                 env={"VOXNERF_TEST_FAULT": "1:25:exit", "VOXNERF_COLLECTIVE_TIMEOUT": "10"})
+    hooks = Path(__file__).with_name("rank_hooks.py")
+    result = subprocess.run([sys.executable, hooks, "--fault", "1:25:exit", "--", "train", scenes[0], "--out", out,
+                             "--nproc", "2", *TINY, *LONG], capture_output=True, text=True, timeout=120,
+                            env={**ENV, "VOXNERF_COLLECTIVE_TIMEOUT": "10"})
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
     assert checkpoint_step(out) >= 20, result.stderr

@@ -16,6 +16,7 @@ from torch import nn
 
 from voxnerf.data.space import Space
 from voxnerf.errors import VoxnerfError
+from voxnerf.fields.row_space import RowSpace
 
 Lookup = tuple[torch.Tensor, ...]
 """What a field computes once per point and reuses for density and color: per-point tensors (N, ...)."""
@@ -77,12 +78,14 @@ class Field(nn.Module):
         return 0.0
 
     @contextlib.contextmanager
-    def recording_reads(self) -> Iterator[dict[int, list[torch.Tensor]]]:
-        """While entered, the rows each row table is read at under autograd, by the id of the table's parameter
-        (flat int64 tensors, repeats allowed): the rows a step's gradient can reach, which a multi-process job
-        exchanges without scanning its gradients (voxnerf.train.distributed). Empty for a field without row tables (the
-        default): gradients are then scanned."""
-        yield {}
+    def row_spaces(self) -> Iterator[list[RowSpace]]:
+        """While entered (a training step: forward, backward and the gradient exchange), the field's row spaces:
+        each names tables whose rows are the same things (a grid's density and features, per vertex) and gathers
+        the rows a batch reads them at. Reads of those tables go through `RowSpace.read`; on leaving, the tables'
+        .grad hold the step's gradients. A multi-process job exchanges these tables only at the rows some rank read,
+        and every other parameter whole (voxnerf.train.distributed). None by default: everything is exchanged
+        whole."""
+        yield []
 
     def refine(self, resolution: int, occupied, optimizer: torch.optim.Optimizer | None) -> None:
         """Follow the schedule to grid `resolution`, given `occupied` ((N, 3) grid points -> (N,) bool, the

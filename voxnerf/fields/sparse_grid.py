@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from voxnerf.fields.interpolate import weighted_row_sum
+from voxnerf.fields.row_space import RowSpace
 
 STENCIL_CHUNK = 1 << 18  # vertices per step when a stencil is built for all the bricks (bounds its temporaries)
 
@@ -149,6 +150,11 @@ class BrickIndex:
     @cached_property
     def _real_cells(self) -> torch.Tensor:
         return (self.slot_vertices() < self.resolution).all(-1)
+
+    @cached_property
+    def num_real_cells(self) -> int:
+        """How many rows are the min corner of a cell (read from the device once per brick layout)."""
+        return int(self.real_cells().sum())
 
     def real_cell_rows(self) -> torch.Tensor:
         """(K,) int64 rows of `real_cells` (computed once per brick set; do not modify)."""
@@ -293,16 +299,15 @@ class SparseVoxelGrid(BrickModule):
     Buffers:
         brick_coords: (B, 3) int64 allocated bricks (see BrickModule).
     Attributes:
-        reads: None, or a list that collects the rows (flat int64 tensors, repeats allowed) of every read of the
-            tables that builds an autograd graph: `recording_reads` sets it. The rows whose gradient a step can make
-            nonzero, without scanning the (V, C) gradients (voxnerf.train.distributed).
+        row_space: None, or the RowSpace (voxnerf.fields.row_space) of the two tables that `row_space_open` opened:
+            every read of a table goes through it, so it knows the rows a step's gradient can reach.
     """
 
     def __init__(self, resolution: int, brick_coords: torch.Tensor, density: torch.Tensor, features: torch.Tensor):
         super().__init__(resolution, brick_coords)
         self.density = nn.Parameter(density)
         self.features = nn.Parameter(features)
-        self.reads: list[torch.Tensor] | None = None
+        self.row_space: RowSpace | None = None
 
     @classmethod
     def dense(cls, resolution: int, feature_dim: int, density_value: float = 0.0, feature_std: float = 0.0,
@@ -333,26 +338,28 @@ class SparseVoxelGrid(BrickModule):
 
     def density_at(self, rows: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """Raw density (N,) interpolated with a stencil from `stencil`."""
-        return weighted_row_sum(self.density, self._read(rows), weights)
+        return weighted_row_sum(self._tables(rows)["density"], rows, weights)
 
     def features_at(self, rows: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """Features (N, C) interpolated with a stencil from `stencil`."""
-        return weighted_row_sum(self.features, self._read(rows), weights)
+        return weighted_row_sum(self._tables(rows)["features"], rows, weights)
 
     @contextlib.contextmanager
-    def recording_reads(self) -> Iterator[list[torch.Tensor]]:
-        """While entered, the rows read under autograd are collected in the list it yields (see `reads`)."""
-        self.reads = []
+    def row_space_open(self) -> Iterator[RowSpace]:
+        """While entered, density and features (one row per vertex) are read through a RowSpace, which it yields;
+        on leaving, their .grad hold what the reads made of them."""
+        self.row_space = RowSpace("grid vertices", {"density": self.density, "features": self.features})
         try:
-            yield self.reads
+            yield self.row_space
         finally:
-            self.reads = None
+            self.row_space.close()
+            self.row_space = None
 
-    def _read(self, rows: torch.Tensor) -> torch.Tensor:
-        """`rows` (any shape), noted in `reads` when recording and the read builds a graph."""
-        if self.reads is not None and torch.is_grad_enabled():
-            self.reads.append(rows.reshape(-1))
-        return rows
+    def _tables(self, rows: torch.Tensor) -> dict[str, torch.Tensor]:
+        """density and features to read at `rows` (any shape): through the open RowSpace, if any."""
+        if self.row_space is None:
+            return {"density": self.density, "features": self.features}
+        return self.row_space.read(rows)
 
     def total_variation(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Squared differences between the given vertices and their +x, +y, +z neighbours (where allocated).
@@ -368,13 +375,15 @@ class SparseVoxelGrid(BrickModule):
         n = v.unsqueeze(1) + torch.eye(3, dtype=torch.long, device=v.device)  # (N, 3, 3) neighbours
         nb = self.bricks.vertex_slots(n.clamp_max(self.resolution))
         valid = (nb >= 0) & (n <= self.resolution).all(-1)
-        nb = self._read(nb[valid])
-        here = self._read(rows.unsqueeze(1).expand_as(valid)[valid])
+        nb = nb[valid]
+        here = rows.unsqueeze(1).expand_as(valid)[valid]
+        tables = self._tables(torch.cat([here, nb]))
+        density, features = tables["density"], tables["features"]
         if len(nb) == 0:
-            zero = self.density.sum() * 0
+            zero = density.sum() * 0
             return zero, zero
-        d_density = (self.density[here] - self.density[nb]).pow(2).mean()
-        d_features = (self.features[here] - self.features[nb]).pow(2).mean()
+        d_density = (density[here] - density[nb]).pow(2).mean()
+        d_features = (features[here] - features[nb]).pow(2).mean()
         return d_density, d_features
 
     # ---- topology -------------------------------------------------------------------------------------------

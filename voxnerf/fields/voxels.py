@@ -13,6 +13,7 @@ import torch
 from voxnerf.data.space import Space
 from voxnerf.fields.base import Field, Lookup
 from voxnerf.fields.decoder import ColorDecoder, DensityActivation, GridFieldConfig
+from voxnerf.fields.row_space import RowSpace
 from voxnerf.fields.sparse_grid import SparseVoxelGrid
 from voxnerf.fields.topology import change_topology
 
@@ -83,9 +84,11 @@ class SparseVoxelField(Field):
         return optim.tv_density * tv_density + optim.tv_features * tv_features
 
     @contextlib.contextmanager
-    def recording_reads(self) -> Iterator[dict[int, list[torch.Tensor]]]:
-        with self.grid.recording_reads() as rows:  # density and features share their rows
-            yield {id(self.grid.density): rows, id(self.grid.features): rows}
+    def row_spaces(self) -> Iterator[list[RowSpace]]:
+        """One row space: the grid's density and features, a row per vertex, read at the samples' stencils and
+        the total variation's vertex pairs."""
+        with self.grid.row_space_open() as vertices:
+            yield [vertices]
 
     def refine(self, resolution: int, occupied, optimizer: torch.optim.Optimizer | None) -> None:
         """Prune the bricks no occupied cell touches, then subdivide the occupied cells, until `resolution`."""

@@ -105,11 +105,13 @@ class OccupancyGrid(BrickModule):
         self.bbox = self._bbox_of(self.occupied)
 
     def _bbox_of(self, cells: torch.Tensor) -> torch.Tensor:
-        """(2, 3) grid min and max corners of the cells marked in (V,) bool (the whole cube if none)."""
-        v = self.bricks.slot_vertices()[cells]
-        if len(v) == 0:
-            return torch.tensor([[-1.0] * 3, [1.0] * 3], device=v.device)
-        return torch.stack([v.amin(0).float() * self.cell_size - 1, (v.amax(0) + 1).float() * self.cell_size - 1])
+        """(2, 3) grid min and max corners of the cells marked in (V,) bool (the whole cube if none); computed
+        without a host sync (no compaction of the marked cells)."""
+        v, marked = self.bricks.slot_vertices(), cells.unsqueeze(-1)
+        low = torch.where(marked, v, self.resolution).amin(0)
+        high = torch.where(marked, v + 1, 0).amax(0)
+        box = torch.stack([low, high]).float() * self.cell_size - 1
+        return torch.where(cells.any(), box, torch.tensor([[-1.0] * 3, [1.0] * 3], device=v.device))
 
     def vertices(self) -> torch.Tensor:
         """(V, 3) grid points of the rows' vertices (the cells' corners); the same tensor until the next refinement
@@ -165,13 +167,16 @@ class OccupancyGrid(BrickModule):
     def _occupied(self, cfg: OccupancyConfig) -> torch.Tensor:
         """(V,) bool: score above the threshold, or else the `min_fraction` highest scores of the real cells (a
         grid pruned empty, e.g. when nothing grew past the threshold during warm-up, could never train again)."""
-        real = self.bricks.real_cells()
         occupied = self.score > cfg.threshold
-        floor = int(cfg.min_fraction * int(real.sum()))
-        if int(occupied.sum()) >= floor or floor == 0:
+        floor = int(cfg.min_fraction * self.bricks.num_real_cells)
+        if floor == 0:
             return occupied
-        cutoff = torch.topk(self.score.masked_fill(~real, float("-inf")), floor).values[-1]
-        return self.score >= cutoff
+        # the floor-th highest score of a real cell is above the threshold when `floor` cells or more pass it (the
+        # union is then the cells that pass), else at most the threshold (the union is then the floor highest):
+        # decided on the device, without reading a count on the host
+        real = self.bricks.real_cells()
+        cutoff = torch.topk(self.score.masked_fill(~real, float("-inf")), floor, sorted=False).values.amin()
+        return occupied | (self.score >= cutoff)
 
     @torch.no_grad()
     def refine(self, resolution: int) -> None:

@@ -60,7 +60,8 @@ class TrainConfig:
     pixels_per_cell: float = 4.0  # photos over (this x the finest resolution)^2 pixels train downscaled (--downscale)
     max_steps: int = 20000  # training stops at whichever of max_steps / max_time comes first
     max_time: float = 0.0  # seconds of training (evaluation excluded); 0 = no limit
-    precision: str = "auto"  # auto (fp16 on CUDA; bf16 on a CPU with native bf16, else fp32) | bf16 | fp16 | fp32
+    precision: str = "auto"  # auto (fp16 on CUDA; bf16 on a CPU with native bf16, else fp32) | bf16 | fp16 | fp32;
+    #                          fp16 trains with a GradScaler (on a CPU: a slow stand-in for CUDA, a check)
     seed: int = 0
     log_every: int = 50  # steps between metric lines (CSV/JSONL/TensorBoard)
     checkpoint_every: int = 1000  # steps between atomic checkpoints

@@ -1,5 +1,5 @@
 """Training: the session (configuration, run folder, train, score), the loop, its topology strategy, the ray
-sampler and image pyramid, data parallelism, interruption and the progress bar.
+sampler and image pyramid, data parallelism and its local launcher, interruption and the progress bar.
 
 May import: every stage below it (`voxnerf.errors`, `system`, `data`, `fields`, `render`, `run`); never `export`
 or `view`.

@@ -24,31 +24,22 @@ so ranks sharing a GPU fall back to gloo). The NCCL path is the same code with C
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import math
 import os
 import re
-import signal
-import socket
-import sys
-import threading
-import time
-from dataclasses import dataclass, field
-from pathlib import Path
-from types import MappingProxyType
-from typing import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
 from voxnerf.errors import VoxnerfError
+from voxnerf.fields.row_space import RowSpace
 
 TIMEOUT_ENV = "VOXNERF_COLLECTIVE_TIMEOUT"
 DEFAULT_TIMEOUT_S = 600.0  # rank 0's evaluations at --eval-at times must fit in it: the other ranks wait meanwhile
-FAULT_ENV = "VOXNERF_TEST_FAULT"  # tests only: "RANK:STEP:exit" or "RANK:STEP:hang" makes that rank fail there
-DUMP_ENV = "VOXNERF_TEST_DUMP_RANKS"  # tests only: a folder where every rank saves its final field as rankR.pt
 TOPOLOGY = ("state size", "integer state checksum", "occupied cells")
 PARAMETERS = ("parameter sum", "float buffer sum")
 CHECKSUM_PRIME = 2**31 - 1
@@ -63,10 +54,6 @@ def choose_backend(device: torch.device, local_world_size: int) -> str:
     if device.type == "cuda" and torch.cuda.device_count() >= local_world_size and dist.is_nccl_available():
         return "nccl"
     return "gloo"
-
-
-SPARSE_ROWS = 1 << 16  # parameters with this many rows or more are all-reduced row-sparse
-NO_READS: Mapping[int, list[torch.Tensor]] = MappingProxyType({})  # no table says where it was read: scan them all
 
 
 @dataclass
@@ -116,18 +103,18 @@ class World:
 
     # ---- collectives --------------------------------------------------------------------------------------
     def all_reduce_gradients(self, parameters, statistics: Sequence[float] = (),
-                             reads: Mapping[int, list[torch.Tensor]] = NO_READS) -> list[float]:
-        """Replace every parameter's .grad by its mean over the ranks, in two collectives; sum `statistics` alongside.
+                             spaces: Sequence[RowSpace] = ()) -> list[float]:
+        """Replace every parameter's .grad by its mean over the ranks, in two collectives and one host read; sum
+        `statistics` alongside.
 
-        Row tables of SPARSE_ROWS rows or more (the grid's density and features) send only the rows some rank
-        touched: the rows the step read them at (`reads`, from `Field.recording_reads`), or else the rows of their
-        gradients that are nonzero (a scan of the whole gradient). Tables with the same number of rows share one
-        row space (density and features name the same grid vertices) and so one touched-row mask. The exchange is
-        one MAX all-reduce of the masks (a byte per row), then one SUM all-reduce of everything else together:
-        which parameters have a gradient, `statistics`, the small parameters' gradients (the MLP) and the touched
-        rows of every table. Untouched rows are zero on every rank and stay so. A step's rays reach a small part
-        of the grid, so this moves a fraction of the tables (issue 12), and the step's few numbers ride along
-        instead of paying for collectives of their own.
+        The tables of the field's row spaces (`spaces`, from `Field.row_spaces`: the grid's density and features)
+        send only the rows some rank read this step; every other parameter is sent whole. First the ranks agree on
+        what moves (`_agree`: one MAX all-reduce of a byte buffer, read once on the host): the rows some rank read,
+        which parameters have a gradient somewhere, and every rank's statistics. Then one SUM all-reduce carries
+        the gradients: the other parameters' (the MLP) whole, the tables' at those rows. Rows no rank read have a
+        zero gradient on every rank and keep it. A step's rays reach a small part of the grid, so this moves a
+        fraction of the tables (issue 12). A table that got a gradient outside the declared reads
+        (`RowSpace.undeclared`) would lose rows: that is an error naming the table.
 
         A parameter without a gradient on every rank keeps none (as a single process leaves it to Adam); one that
         has a gradient somewhere gets the mean with zeros for the ranks that have none. Under a GradScaler call it
@@ -135,58 +122,63 @@ class World:
         infs and updates its scale alike.
 
         Args:
-            parameters: the model's parameters, in the same order on every rank.
+            parameters: the model's parameters, in the same order on every rank (the spaces' tables among them).
             statistics: numbers of this rank's step to sum over the ranks (e.g. its sample count).
-            reads: rows each row table was read at under autograd this step, by id of the table's parameter.
+            spaces: the field's row spaces, their reads noted, in the same order on every rank.
         Returns:
-            `statistics` summed over the ranks in float32 (exact for integers below 2^24; a value only one rank
-            sends comes back rounded to float32).
+            `statistics` summed over the ranks (in float64).
         """
         if self.size == 1:
             return list(statistics)
+        for space in spaces:
+            check_declared(space)
         params = list(parameters)
-        groups: dict[int, list[torch.Tensor]] = {}
-        for p in params:
-            if p.dim() >= 1 and len(p) >= SPARSE_ROWS:
-                groups.setdefault(len(p), []).append(p)
-        tables = {id(p) for group in groups.values() for p in group}
-        small = [p for p in params if id(p) not in tables]
-        rows = self._touched_rows(list(groups.values()), reads)
-        # what each parameter sends after the flags and statistics: all of a small one, its touched rows of a table
-        entries = [(p, None, p.numel()) for p in small]
+        rows, present, summed = self._agree(params, statistics, spaces)
+        tables = {id(p) for space in spaces for p in space.tables.values()}
+        # what each parameter sends: all of an ordinary one, the read rows of a table
+        entries = [(p, None, p.numel()) for p in params if id(p) not in tables]
         entries += [(p, index, len(index) * math.prod(p.shape[1:]))
-                    for group, index in zip(groups.values(), rows) for p in group]
-        head = len(params) + len(statistics)
-        flat = torch.empty(head + sum(n for *_, n in entries), dtype=torch.float32, device=self.comm_device)
-        flat[:head] = torch.tensor([p.grad is not None for p in params] + list(statistics), dtype=torch.float32)
-        offset = head
+                    for space, index in zip(spaces, rows) for p in space.tables.values()]
+        flat = torch.empty(sum(n for *_, n in entries), dtype=torch.float32, device=self.comm_device)
+        offset = 0
         for p, index, n in entries:
             _gather_into(flat[offset:offset + n], p.grad, index)
             offset += n
         self._run("gradient all-reduce", dist.all_reduce, flat)
-        values = flat[:head].tolist()
-        present = {id(p): v > 0 for p, v in zip(params, values)}  # a gradient on some rank
         flat /= self.size
-        offset = head
+        offset = 0
         for p, index, n in entries:
             _scatter_from(flat[offset:offset + n], p, index, present[id(p)])
             offset += n
         for p in params:
             if not present[id(p)]:
                 p.grad = None
-        return values[len(params):]  # the statistics, summed
+        return summed
 
-    def _touched_rows(self, groups: list[list[torch.Tensor]],
-                      reads: Mapping[int, list[torch.Tensor]]) -> list[torch.Tensor]:
-        """For each group of tables sharing a row count, the rows (K,) some rank touched: one MAX all-reduce of
-        every group's one-byte mask (`_touched_mask`)."""
-        masks = [_touched_mask(group, reads) for group in groups]
-        if not masks:
-            return []
-        buf = torch.cat(masks).to(self.comm_device)
-        self._run("touched-row all-reduce (MAX)", dist.all_reduce, buf, op=dist.ReduceOp.MAX)
-        device = groups[0][0].device
-        return [_rows_of(m).to(device) for m in torch.split(buf, [len(m) for m in masks])]
+    def _agree(self, params: list[torch.Tensor], statistics: Sequence[float], spaces: Sequence[RowSpace]
+               ) -> tuple[list[torch.Tensor], dict[int, bool], list[float]]:
+        """What the gradient all-reduce moves, agreed on in one MAX all-reduce of a byte buffer and one read of it
+        on the host (`_to_host`): each space's read-row mask (`read_mask`, a byte per row), a byte per parameter
+        (it has a gradient), and the statistics of every rank as float64 bytes in a slot of its own (the other
+        ranks send zeros there, so the byte-wise maximum is the sender's value).
+
+        Returns:
+            the rows (K,) int64 of each space some rank read, on the space's device; whether each parameter (by
+            id) has a gradient on some rank; the statistics summed over the ranks.
+        """
+        masks = [read_mask(space) for space in spaces]
+        slots = torch.zeros(self.size, len(statistics), dtype=torch.float64)
+        slots[self.rank] = torch.tensor(list(statistics), dtype=torch.float64)
+        flags = torch.tensor([p.grad is not None for p in params], dtype=torch.uint8)
+        parts = [*masks, flags, slots.view(-1).view(torch.uint8)]
+        buf = torch.cat([part.to(self.comm_device) for part in parts])
+        self._run("read-row all-reduce (MAX)", dist.all_reduce, buf, op=dist.ReduceOp.MAX)
+        *mask_bytes, flag_bytes, slot_bytes = np.split(_to_host(buf), np.cumsum([len(part) for part in parts])[:-1])
+        rows = [torch.from_numpy(np.flatnonzero(m.view(np.bool_))).to(mask.device)  # numpy: ~8x torch's speed
+                for m, mask in zip(mask_bytes, masks)]
+        present = {id(p): bool(flag) for p, flag in zip(params, flag_bytes)}
+        summed = slot_bytes.view(np.float64).reshape(self.size, len(statistics)).sum(0)
+        return rows, present, summed.tolist()
 
     def max_(self, t: torch.Tensor) -> torch.Tensor:
         """`t` replaced in place by its element-wise maximum over the ranks; returns it."""
@@ -247,27 +239,6 @@ class World:
             dist.destroy_process_group()
 
 
-@dataclass
-class FaultyWorld(World):
-    """Tests only (FAULT_ENV): a World whose rank exits or hangs at its `fault` = (step, 'exit' | 'hang'), counted
-    in gradient reductions. Ordinary jobs never build one, so their collectives carry no test hook."""
-
-    fault: tuple[int, str] = (0, "exit")
-    steps: int = field(default=0, init=False)
-
-    def all_reduce_gradients(self, parameters, statistics: Sequence[float] = (),
-                             reads: Mapping[int, list[torch.Tensor]] = NO_READS) -> list[float]:
-        self.steps += 1
-        if self.steps == self.fault[0]:
-            print(f"voxnerf: test fault: rank {self.rank} {self.fault[1]}s at step {self.steps}", file=sys.stderr,
-                  flush=True)
-            if self.fault[1] == "exit":
-                os._exit(3)
-            while True:
-                time.sleep(60)
-        return super().all_reduce_gradients(parameters, statistics, reads)
-
-
 def _gather_into(out: torch.Tensor, grad: torch.Tensor | None, index: torch.Tensor | None) -> None:
     """Fill `out` (flat, float32, on the communication device) with the rows `index` of `grad` (all of it when
     index is None), or with zeros when there is no gradient; rows go straight into `out` where they can."""
@@ -294,39 +265,26 @@ def _scatter_from(mean: torch.Tensor, p: torch.Tensor, index: torch.Tensor | Non
         p.grad.index_copy_(0, index, mean.view(len(index), *p.shape[1:]).to(p.device, p.dtype))
 
 
-def _rows_of(mask: torch.Tensor) -> torch.Tensor:
-    """(K,) int64 positions of the nonzero bytes of a (V,) uint8 mask. On the CPU through numpy, whose nonzero of a
-    bool array is ~8x faster than torch's (0.4 against 2.9 ms for 0.75M entries on one thread)."""
-    if mask.device.type == "cpu":
-        return torch.from_numpy(np.flatnonzero(mask.contiguous().numpy().view(np.bool_)).astype(np.int64, copy=False))
-    return torch.nonzero(mask).squeeze(-1)
+def _to_host(t: torch.Tensor) -> np.ndarray:
+    """`t` as a numpy array on the host: the exchange's one host read (a device-to-host copy under NCCL)."""
+    return t.cpu().numpy()
 
 
-def _touched_mask(tables: list[torch.Tensor], reads: Mapping[int, list[torch.Tensor]]) -> torch.Tensor:
-    """(V,) uint8: 1 at the rows of `tables` (parameters sharing V rows) whose gradient may be nonzero. The rows they
-    were read at when `reads` has them all (a scatter of a few hundred thousand indices), else the rows where a
-    gradient is nonzero (a read of every gradient: ~10 ms for 0.75M x 13 floats on one CPU thread)."""
-    num_rows, device = len(tables[0]), tables[0].device
-    with_grad = [p for p in tables if p.grad is not None]
-    if not all(id(p) in reads for p in with_grad):
-        return _nonzero_rows([p.grad for p in with_grad], num_rows, device)
-    lists = {id(reads[id(p)]): reads[id(p)] for p in with_grad}  # tables sharing their reads list them once
-    rows = [r for read in lists.values() for r in read]
-    mask = torch.zeros(num_rows, dtype=torch.uint8, device=device)
-    return mask.index_fill_(0, torch.cat(rows).long(), 1) if rows else mask
+def read_mask(space: RowSpace) -> torch.Tensor:
+    """(V,) uint8: 1 at the rows of `space` its reads noted this step (a scatter of a few hundred thousand indices),
+    the only rows whose gradient a declared read can make nonzero."""
+    table = next(iter(space.tables.values()))
+    mask = torch.zeros(space.num_rows, dtype=torch.uint8, device=table.device)
+    return mask.index_fill_(0, torch.cat(space.rows).long(), 1) if space.rows else mask
 
 
-def _nonzero_rows(grads: list[torch.Tensor], num_rows: int, device: torch.device) -> torch.Tensor:
-    """(num_rows,) uint8: 1 where a row of any of `grads` (each (num_rows, ...)) has a nonzero entry. Rows are read
-    as 8-byte words where they allow (faster than comparing floats; -0.0 counts as nonzero, which only sends a row
-    more)."""
-    touched = torch.zeros(num_rows, dtype=torch.bool, device=device)
-    for grad in grads:
-        rows = grad.reshape(num_rows, -1)
-        if rows.is_contiguous() and rows.shape[1] * rows.element_size() % 8 == 0:
-            rows = rows.view(torch.int64)
-        touched |= rows.any(1)
-    return touched.to(torch.uint8)
+def check_declared(space: RowSpace) -> None:
+    """VoxnerfError naming the first table of `space` that got a gradient outside the declared reads this step."""
+    if space.undeclared:
+        raise VoxnerfError(
+            f"the table '{space.undeclared[0]}' ({space.name}) got a gradient from a read outside the field's "
+            f"declared reads (Field.row_spaces): ranks exchange its gradient only at the rows read there, so the "
+            f"other rows' gradients would be lost; read it through the field's RowSpace")
 
 
 def model_fingerprint(model) -> torch.Tensor:
@@ -379,19 +337,6 @@ def first_sentence(error: Exception) -> str:
     return text.split(". ")[0].splitlines()[0] if text else type(error).__name__
 
 
-def parse_fault(text: str | None, rank: int) -> tuple[int, str] | None:
-    """FAULT_ENV 'RANK:STEP:exit|hang' -> (STEP, kind) when it names this rank, else None."""
-    if not text:
-        return None
-    try:
-        target, step, kind = text.split(":")
-        if kind not in ("exit", "hang"):
-            raise ValueError
-        return (int(step), kind) if int(target) == rank else None
-    except ValueError:
-        raise VoxnerfError(f"{FAULT_ENV}={text}: expected RANK:STEP:exit or RANK:STEP:hang") from None
-
-
 def timeout_from_env() -> float:
     """The collective timeout in seconds: TIMEOUT_ENV, else DEFAULT_TIMEOUT_S."""
     text = os.environ.get(TIMEOUT_ENV)
@@ -422,97 +367,4 @@ def world_from_env(device: torch.device) -> World:
         dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
     except (RuntimeError, ValueError) as e:
         raise VoxnerfError(f"rank {rank}: could not join the {size}-process job ({backend}): {e}") from None
-    fault = parse_fault(os.environ.get(FAULT_ENV), rank)
-    if fault is not None:
-        return FaultyWorld(rank, size, local_rank, device, backend, timeout, fault)
     return World(rank, size, local_rank, device, backend, timeout)
-
-
-def dump_rank_state(model, world: World) -> None:
-    """Tests only: with DUMP_ENV set, save this rank's final model to DUMP_ENV/rank{R}.pt."""
-    folder = os.environ.get(DUMP_ENV)
-    if folder:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        torch.save(model.state(), Path(folder) / f"rank{world.rank}.pt")
-
-
-# ---- launching N local workers (`voxnerf train --nproc N`) ------------------------------------------------------
-def free_port() -> int:
-    """A TCP port free on this machine now (for the local rendezvous)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _worker(index: int, nproc: int, port: int, fn: Callable[..., int], args: tuple) -> None:
-    """One spawned rank: the torchrun environment, then `fn(*args)`; its return value is the exit status."""
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(index), LOCAL_RANK=str(index),
-                      WORLD_SIZE=str(nproc), LOCAL_WORLD_SIZE=str(nproc))
-    try:
-        code = fn(*args)
-    except VoxnerfError as e:
-        print(f"voxnerf: error: {e}", file=sys.stderr, flush=True)
-        code = 2
-    except KeyboardInterrupt:  # Ctrl-C before training started (training itself stops and saves)
-        code = 130
-    sys.stdout.flush()
-    sys.exit(code)
-
-
-def launch_local(nproc: int, fn: Callable[..., int], *args) -> int:
-    """Run `fn(*args)` in `nproc` spawned processes as ranks 0..nproc-1 of one job, as torchrun does on one node.
-
-    `fn` must be importable (it is pickled by name) and returns the worker's exit status. When one worker fails,
-    the others are stopped. Ctrl-C reaches every worker (they checkpoint and exit), and this waits for them.
-
-    Returns:
-        0 when every worker succeeded, else the failed worker's exit status; a worker killed by a signal or one
-        exiting with another status than 2 (a reported error), 130 or 143 (stopped by SIGINT or SIGTERM, after
-        saving) is reported on stderr. SIGTERM to this process reaches the workers.
-    """
-    from torch.multiprocessing import start_processes
-
-    context = start_processes(_worker, args=(nproc, free_port(), fn, args), nprocs=nproc, join=False,
-                              start_method="spawn")
-    with forward_sigterm(context.processes):
-        return _join(context, nproc)
-
-
-@contextlib.contextmanager
-def forward_sigterm(processes: list):
-    """While entered (in the main thread), SIGTERM to this process is passed on to the live `processes` (which
-    save and exit) instead of ending it before them."""
-    def forward(signum, frame):
-        for process in processes:
-            if process.is_alive():
-                process.terminate()
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, forward)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _join(context, nproc: int) -> int:
-    """Wait for the workers of `context` (see `launch_local`); returns the job's exit status."""
-    from torch.multiprocessing import ProcessExitedException, ProcessRaisedException
-
-    while True:
-        try:
-            if context.join():
-                return 0
-        except KeyboardInterrupt:
-            continue
-        except ProcessExitedException as e:
-            if e.signal_name or e.exit_code not in (2, 130, 143):
-                how = f"was killed by {e.signal_name}" if e.signal_name else f"exited with status {e.exit_code}"
-                print(f"voxnerf: error: worker {e.error_index} of {nproc} {how}; the other workers were stopped",
-                      file=sys.stderr, flush=True)
-            return 1 if e.signal_name else e.exit_code
-        except ProcessRaisedException as e:
-            print(f"voxnerf: error: worker {e.error_index} of {nproc} failed:\n{e}", file=sys.stderr, flush=True)
-            return 1

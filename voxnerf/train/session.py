@@ -27,7 +27,7 @@ from voxnerf.run.config import TrainConfig, check_override, load_config, parse_o
 from voxnerf.run.folder import RunLock, clear_outputs, remove_orphans, scene_mismatch, trim_metrics
 from voxnerf.run.scores import scores_path, write_scores
 from voxnerf.system.device import resolve_device
-from voxnerf.train.distributed import dump_rank_state, world_from_env
+from voxnerf.train.distributed import world_from_env
 from voxnerf.train.trainer import Trainer
 
 CONFIGS = Path(str(resources.files(presets)))  # the presets ship inside the package (configs/ in the repo)
@@ -230,10 +230,10 @@ def train_run(scene_dir: Path, config: Path | None, out: Path, *, device: str = 
               on_step: Sequence[Callable[[Trainer, dict], None]] = ()) -> TrainOutcome:
     """Load the scene, train, checkpoint, and score the test split into OUT/eval.json (skipped after Ctrl-C).
 
-    Under torchrun (or `launch_local`) every rank calls this; they train together and rank 0 holds the run
-    folder's lock, writes and scores. SIGINT and SIGTERM stop training between two steps and save. The preset
-    picked for the scene (without `config`) and notes on the run folder are told to `say`; `on_step` hooks run
-    after every step (see `Trainer`).
+    Under torchrun (or `voxnerf.train.launch.launch_local`) every rank calls this; they train together and rank 0
+    holds the run folder's lock, writes and scores. SIGINT and SIGTERM stop training between two steps and save.
+    The preset picked for the scene (without `config`) and notes on the run folder are told to `say`; `on_step`
+    hooks run after every step (see `Trainer`).
     """
     out = Path(out)
     main = int(os.environ.get("RANK", "0")) == 0
@@ -255,7 +255,6 @@ def train_run(scene_dir: Path, config: Path | None, out: Path, *, device: str = 
                 done = trainer.train()
             if not done["interrupted"]:
                 world.check_identical(trainer.model, "the end of training")
-                dump_rank_state(trainer.model, world)
         outcome = TrainOutcome(out, done["step"], done["elapsed"], done["interrupted"], done["snapshots"],
                                main=world.is_main, stopped_by=trainer.stop.signum or signal.SIGINT)
         if not outcome.interrupted and outcome.main:

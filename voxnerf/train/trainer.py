@@ -62,7 +62,8 @@ class Trainer:
         # threads 0: follow the cores other processes leave free (one process; ranks keep torch's count)
         self.threads = thread_policy(cfg.threads or (0 if self.world.size == 1 else torch.get_num_threads()))
         self.amp_dtype = amp_dtype_for(cfg.precision, device)
-        self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp_dtype == torch.float16 and device.type == "cuda")
+        # fp16 gradients underflow without loss scaling: on CUDA, and on the CPU where fp16 stands in for it
+        self.scaler = torch.amp.GradScaler(device.type, enabled=self.amp_dtype == torch.float16)
         self.strategy = TopologyStrategy(occupancy_for_ranks(cfg.occupancy, self.world.size), cfg.levels,
                                          cfg.render.step_ratio, self.world.max_, (self.world.rank, self.world.size))
         self.generator = self.world.generator(cfg.seed, device=device)
@@ -167,17 +168,17 @@ class Trainer:
         self._set_learning_rates(progress)
         n_total = self.n_rays * self.world.size
         batch = self.sampler.sample(self.n_rays, level.image_scale, self.generator)
-        with self.model.field.recording_reads() as reads:  # the grid rows ranks exchange gradients of
+        with self.model.field.row_spaces() as spaces:  # the grid rows ranks exchange gradients of
             result = render_rays(self.model, batch["origins"], batch["dirs"], batch["background"],
                                  self._render_config(), self.generator, self.amp_dtype,
                                  with_distortion=self.cfg.optim.distortion_weight > 0, images=batch["image"])
             mse = torch.nn.functional.mse_loss(result.rgb, batch["target"])
             loss = mse + self._regularization(result)
-        self.scaler.scale(loss).backward()
+            self.scaler.scale(loss).backward()
         clock = self.own_time + time.perf_counter() - start if self.world.is_main else 0.0
         num_samples, self.elapsed, stops = self.world.all_reduce_gradients(
-            self.model.parameters(), [result.num_samples, clock, float(self.stop.requested)], reads)
-        del reads  # the stencils (N, 8) need not outlive the exchange (a refinement below is the memory peak)
+            self.model.parameters(), [result.num_samples, clock, float(self.stop.requested)], spaces)
+        del spaces  # the stencils (N, 8) need not outlive the exchange (a refinement below is the memory peak)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
@@ -203,10 +204,11 @@ class Trainer:
 
     def log_row(self, stats: dict) -> dict:
         """A step's statistics as plain numbers for the log, with the values that wait on the device (loss, PSNR,
-        occupied cells) read only here: on logging steps, not every step."""
+        the loss scale, occupied cells) read only here: on logging steps, not every step. The loss scale is the
+        GradScaler's (1 without fp16): it halves at every step skipped for an inf or NaN gradient."""
         row = {k: v for k, v in stats.items() if k != "mse"}
-        row.update(loss=stats["loss"].item(), psnr=mse_to_psnr(stats["mse"].item()),
-                   skipped=stats["skipped"].item(),
+        row.update(loss=stats["loss"].item(), loss_scale=self.scaler.get_scale(),
+                   psnr=mse_to_psnr(stats["mse"].item()), skipped=stats["skipped"].item(),
                    occupied=int(self.model.estimator.occupied.sum()),
                    parameters=sum(p.numel() for p in self.model.parameters()))
         return row

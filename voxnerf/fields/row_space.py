@@ -1,0 +1,66 @@
+"""Row spaces: the tables of a field whose rows name the same things (a grid's vertices), and the rows one batch
+reads them at, as a field declares them (`Field.row_spaces`).
+
+A multi-process job exchanges the gradients of such tables row-sparse, only at the rows some rank read
+(voxnerf.train.distributed), so the declaration must be complete. While a RowSpace is open, its field reads each
+table through a leaf that shares the table's storage (`read`): the gradient of every declared read lands on the
+leaf, and a read of the parameter itself (a loss that indexes the table directly) lands on the parameter, where a
+hook notes it (`undeclared`). `close` hands the leaves' gradients to the parameters.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class RowSpace:
+    """Tables sharing V rows, and the rows a batch read them at.
+
+    Args:
+        name: what the rows are, for messages (e.g. "grid vertices").
+        tables: name -> parameter (V, ...), every one with the same V rows.
+    Attributes:
+        rows: flat int64 row indices (repeats allowed) of every declared read that built an autograd graph.
+        undeclared: names of the tables that received a gradient outside the declared reads (filled by backward).
+    """
+
+    def __init__(self, name: str, tables: dict[str, nn.Parameter]):
+        if len({len(p) for p in tables.values()}) != 1:
+            raise ValueError(f"row space {name}: its tables must have the same number of rows")
+        self.name, self.tables = name, dict(tables)
+        self.rows: list[torch.Tensor] = []
+        self.undeclared: list[str] = []
+        self._leaves = {k: p.detach().requires_grad_(p.requires_grad) for k, p in self.tables.items()}
+        self._hooks = [p.register_hook(self._noting(k)) for k, p in self.tables.items() if p.requires_grad]
+
+    @property
+    def num_rows(self) -> int:
+        return len(next(iter(self.tables.values())))
+
+    def read(self, rows: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The tables to read at `rows` (any shape), by name: the leaves, with `rows` noted, when the read builds
+        an autograd graph; else the parameters."""
+        if not torch.is_grad_enabled():
+            return self.tables
+        self.rows.append(rows.reshape(-1))
+        return self._leaves
+
+    def close(self) -> None:
+        """Add the declared reads' gradients to the tables' .grad (after backward) and stop watching them."""
+        for hook in self._hooks:
+            hook.remove()
+        for name, p in self.tables.items():
+            grad = self._leaves[name].grad
+            if grad is None:
+                continue
+            if p.grad is None:
+                p.grad = grad
+            else:
+                p.grad += grad
+
+    def _noting(self, name: str):
+        def note(grad: torch.Tensor) -> None:
+            if name not in self.undeclared:
+                self.undeclared.append(name)
+        return note
