@@ -18,7 +18,10 @@ vertex colors against the ground-truth colors where both cover a pixel. For the 
 thick its rendered surface is: the median and 90th percentile over the test views' object pixels of the depth spread
 of each ray's compositing weights, in cells (a haze several cells deep blurs renders and crumples meshes). The PNG
 shows the automatic-iso-value mesh from near the first test camera, rendered by `voxnerf.view.occupancy.screenshot`: left the head-on, unsmoothed
-mesh (before issue 25), right the default export; `--taubin N` variants are drawn beside it as PNG_taubinN.png.
+mesh (before issue 25), right the default export; `--taubin N` and `--samples N` variants are drawn beside it as
+PNG_taubinN.png and PNG_samplesN.png. The textured export of the same mesh (GLB) is scored too ("textured": texture
+PSNR, to compare with "auto"'s vertex-color PSNR), and PNG_texture.png shows the first test view: the photo, the
+vertex colors, the texture (ray cast, nearest-neighbour upscaled).
 """
 
 from __future__ import annotations
@@ -148,6 +151,9 @@ def main() -> None:
     parser.add_argument("--png", type=Path, required=True, help="the before/after picture to write")
     parser.add_argument("--mesh", type=Path, default=None, help="where to write the automatic-iso-value mesh "
                                                                "(default: RUN/mesh_auto.ply)")
+    parser.add_argument("--samples", type=int, nargs="*", default=[],
+                        help="also score (and draw, beside --png) marching cubes on this many samples per axis (the "
+                             "trilinear density sampled finer than the grid)")
     parser.add_argument("--taubin", type=int, nargs="*", default=[],
                         help="also score (and draw, beside --png) these Taubin iterations")
     args = parser.parse_args()
@@ -160,7 +166,8 @@ def main() -> None:
     iso_s = time.perf_counter() - start
     _, fixed = measure(run, scene, DEFAULT_ISO, args.run / "mesh_fixed.ply")
     before, head_on = measure(run, scene, chosen.iso, args.run / "mesh_head_on.ply", colors="field", taubin=0)
-    variants = [measure(run, scene, chosen.iso, args.run / "mesh_variant.ply", taubin=t) for t in args.taubin]
+    options = [{"taubin": t} for t in args.taubin] + [{"samples": n} for n in args.samples]
+    variants = [measure(run, scene, chosen.iso, args.run / "mesh_variant.ply", **o) for o in options]
     mesh, auto = measure(run, scene, chosen.iso, args.mesh or args.run / "mesh_auto.ply")
     auto |= {"iso_s": round(iso_s, 2), "iso_iou": round(chosen.iou, 4), "iso_rays": chosen.rays}
     textured_mesh, textured = measure(run, scene, chosen.iso, args.run / "mesh_auto.glb")
@@ -170,8 +177,9 @@ def main() -> None:
     view = viewpoint(run, test)
     pictures = [screenshot([m], args.png, view, width=640, height=600, zoom=0.7) for m in (before, mesh)]
     iio.imwrite(args.png, np.concatenate(pictures, axis=1))
-    for t, (variant, _) in zip(args.taubin, variants):
-        screenshot([variant], args.png.with_name(f"{args.png.stem}_taubin{t}.png"), view, width=640, height=600,
+    for option, (variant, _) in zip(options, variants):
+        name = "".join(f"{k}{v}" for k, v in option.items())
+        screenshot([variant], args.png.with_name(f"{args.png.stem}_{name}.png"), view, width=640, height=600,
                    zoom=0.7)
     print(json.dumps({"fixed": fixed, "head_on": head_on, "variants": [v for _, v in variants], "auto": auto,
                       "textured": textured,

@@ -275,7 +275,7 @@ def test_textured_files_load_with_uvs_in_the_unit_square_and_the_baked_texture(r
     assert len(uv) == len(back.vertices) and uv.min() >= 0 and uv.max() <= 1
     image = np.asarray(back.visual.material.baseColorTexture if suffix == ".glb" else back.visual.material.image)
     assert image.shape[:2] == (64, 64) or max(image.shape[:2]) <= 64
-    texture = np.asarray(mesh.textures[0])
+    texture = np.asarray(mesh.textures[0])[::-1]  # open3d keeps the rows bottom up
     assert np.array_equal(image[..., :3], texture), "the file holds the baked texture, losslessly"
     # trimesh reads OBJ's and GLB's conventions into its own: each vertex's texel is the baked one
     h, w = texture.shape[:2]
@@ -284,7 +284,11 @@ def test_textured_files_load_with_uvs_in_the_unit_square_and_the_baked_texture(r
     ours = np.zeros((len(mesh.vertices), 2))
     ours[np.asarray(mesh.triangles).reshape(-1)] = np.asarray(mesh.triangle_uvs)
     assert np.array_equal(cols, np.clip((ours[:, 0] * w).astype(int), 0, w - 1))
-    assert np.array_equal(rows, np.clip((ours[:, 1] * h).astype(int), 0, h - 1))
+    assert np.array_equal(rows, np.clip(((1 - ours[:, 1]) * h).astype(int), 0, h - 1))
+    # open3d reads the same UVs (its convention is OBJ's) and the texture
+    read = o3d.io.read_triangle_mesh(str(tmp_path / f"m{suffix}"), enable_post_processing=False)
+    assert np.abs(np.asarray(read.triangle_uvs) - np.asarray(mesh.triangle_uvs)).max() < 1e-6
+    assert any(np.array_equal(np.asarray(t)[::-1, :, :3], texture) for t in read.textures if np.asarray(t).ndim == 3)
 
 
 def test_a_ply_texture_is_refused_in_one_line(run, tmp_path):

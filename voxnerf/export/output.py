@@ -3,8 +3,8 @@
 PLY (meshes with vertex colors, point clouds) is written by open3d; OBJ and GLB by trimesh: OBJ with its MTL and
 PNG beside it when the mesh is textured, GLB as one binary file with 32-bit indices and the texture embedded as a
 PNG (open3d's GLB writer stores indices above 65,535 as 16-bit and the buffer as a base64 data URI, which glTF
-viewers refuse). A textured mesh is an open3d mesh with `triangle_uvs` in glTF's convention (v downward) and one
-texture; trimesh keeps OBJ's (v upward) and flips it for GLB.
+viewers refuse). A textured mesh is an open3d mesh with `triangle_uvs` in OBJ's convention (v upward, as open3d
+reads them) and one texture whose rows are bottom up (ditto); trimesh keeps OBJ's convention and flips v for GLB.
 """
 
 from __future__ import annotations
@@ -45,11 +45,10 @@ def make_folder(path: Path) -> None:
 
 
 def vertex_uvs(mesh: o3d.geometry.TriangleMesh) -> np.ndarray:
-    """(V, 2) per-vertex UVs in OBJ's convention (v upward) of a textured mesh whose `triangle_uvs` (3F, 2, glTF
-    convention) give each vertex one UV (an atlas mesh, see `texture.textured_mesh`)."""
+    """(V, 2) per-vertex UVs of a textured mesh whose `triangle_uvs` (3F, 2) give each vertex one UV (an atlas
+    mesh, see `texture.textured_mesh`)."""
     uv = np.zeros((len(mesh.vertices), 2))
     uv[np.asarray(mesh.triangles).reshape(-1)] = np.asarray(mesh.triangle_uvs)
-    uv[:, 1] = 1 - uv[:, 1]
     return uv
 
 
@@ -68,7 +67,7 @@ def to_trimesh(mesh: o3d.geometry.TriangleMesh, name: str, pbr: bool) -> trimesh
     """The trimesh of an open3d mesh: its texture (`texture_material` called `name`) when it has one, else its
     vertex colors; vertex normals kept."""
     if mesh.has_textures():
-        material = texture_material(np.asarray(mesh.textures[0]), name, pbr)
+        material = texture_material(np.asarray(mesh.textures[0])[::-1], name, pbr)  # open3d keeps rows bottom up
         visual = trimesh.visual.TextureVisuals(uv=vertex_uvs(mesh), material=material)
     else:
         colors = np.asarray(mesh.vertex_colors) if mesh.has_vertex_colors() else None

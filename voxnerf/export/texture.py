@@ -62,6 +62,12 @@ def texel_faces(uv: np.ndarray, faces: np.ndarray, size: tuple[int, int]) -> tup
     return texels, face[texels], np.stack([1 - b.sum(1), b[:, 0], b[:, 1]], 1)
 
 
+def obj_uv(uv: np.ndarray) -> np.ndarray:
+    """UVs (N, 2) flipped between glTF's convention (v downward, the atlas's) and OBJ's (v upward: open3d's
+    `triangle_uvs`, trimesh's), either way."""
+    return np.stack([uv[:, 0], 1 - uv[:, 1]], 1)
+
+
 def pad_seams(image: np.ndarray, filled: np.ndarray) -> np.ndarray:
     """`image` (H, W, C) with each texel where `filled` (H, W) is False set to its nearest filled texel's value."""
     nearest = ndimage.distance_transform_edt(~filled, return_distances=False, return_indices=True)
@@ -80,7 +86,8 @@ def textured_mesh(run: Run, mesh: o3d.geometry.TriangleMesh, colors: str = "phot
         progress: show a bar over the views.
     Returns:
         A new open3d mesh whose vertices are the atlas's (split at chart boundaries), with vertex normals,
-        `triangle_uvs` (3F, 2) in the glTF convention and one texture (H, W, 3) uint8; no vertex colors.
+        `triangle_uvs` (3F, 2) and one texture (H, W, 3) uint8 as open3d reads them from an OBJ or GLB: UVs with v
+        upward (`obj_uv`) and the image's rows bottom up (row 0 at v = 0); no vertex colors.
     """
     vertices, faces = np.asarray(mesh.vertices), np.asarray(mesh.triangles)
     normals = np.asarray(mesh.vertex_normals)
@@ -101,9 +108,10 @@ def textured_mesh(run: Run, mesh: o3d.geometry.TriangleMesh, colors: str = "phot
     out = o3d.geometry.TriangleMesh(o3d.utility.Vector3dVector(vertices[atlas.source]),
                                     o3d.utility.Vector3iVector(atlas.faces))
     out.vertex_normals = o3d.utility.Vector3dVector(normals[atlas.source])
-    out.triangle_uvs = o3d.utility.Vector2dVector(atlas.uv[atlas.faces].reshape(-1, 2))
+    out.triangle_uvs = o3d.utility.Vector2dVector(obj_uv(atlas.uv[atlas.faces].reshape(-1, 2)))
     out.triangle_material_ids = o3d.utility.IntVector(np.zeros(len(faces), np.int32))
-    out.textures = [o3d.geometry.Image(np.ascontiguousarray((np.clip(image, 0, 1) * 255).round().astype(np.uint8)))]
+    bottom_up = (np.clip(image[::-1], 0, 1) * 255).round().astype(np.uint8)  # open3d's rows (see `textured_mesh`)
+    out.textures = [o3d.geometry.Image(np.ascontiguousarray(bottom_up))]
     return out
 
 
@@ -114,6 +122,6 @@ def mesh_colors(mesh: o3d.geometry.TriangleMesh, faces: np.ndarray, uv: np.ndarr
     weights = np.stack([1 - uv.sum(1), uv[:, 0], uv[:, 1]], 1)[..., None]
     if mesh.has_textures():
         image = np.asarray(mesh.textures[0]).astype(np.float64) / 255
-        at = (np.asarray(mesh.triangle_uvs).reshape(-1, 3, 2)[faces] * weights).sum(1)
+        at = (np.asarray(mesh.triangle_uvs).reshape(-1, 3, 2)[faces] * weights).sum(1)  # bottom-up rows: v * H
         return bilinear(image, at * (image.shape[1], image.shape[0]))
     return (np.asarray(mesh.vertex_colors)[np.asarray(mesh.triangles)[faces]] * weights).sum(1)
