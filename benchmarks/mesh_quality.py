@@ -170,7 +170,7 @@ def main() -> None:
     variants = [measure(run, scene, chosen.iso, args.run / "mesh_variant.ply", **o) for o in options]
     mesh, auto = measure(run, scene, chosen.iso, args.mesh or args.run / "mesh_auto.ply")
     auto |= {"iso_s": round(iso_s, 2), "iso_iou": round(chosen.iou, 4), "iso_rays": chosen.rays}
-    textured_mesh, textured = measure(run, scene, chosen.iso, args.run / "mesh_auto.glb")
+    textured_mesh, textured = measure(run, scene, chosen.iso, args.run / "mesh_auto.glb", texture=True)
     textured["texture"] = list(np.asarray(textured_mesh.textures[0]).shape[:2])
     write_color_views(scene, [mesh, textured_mesh], args.png.with_name(f"{args.png.stem}_texture.png"))
     test = scene.cameras.subset(scene.split_indices("test")[:1])

@@ -64,17 +64,17 @@ def export(
     views: Optional[int] = typer.Option(None, min=2, help="--method tsdf and --source depth: render this many "
                                         "training views, spread over the cameras (default all; each is a full "
                                         "rendering)."),
-    texture: Optional[bool] = typer.Option(None, "--texture/--no-texture", help="Bake the colors into a texture "
-                                           "over a UV atlas (default for .obj, with its .mtl and .png, and .glb, "
-                                           "embedded) or color the vertices (.ply always)."),
+    texture: bool = typer.Option(False, "--texture/--no-texture", help="Bake the colors into a texture over a UV "
+                                 "atlas (.obj, with its .mtl and .png beside it, or .glb, embedded) instead of "
+                                 "coloring the vertices; experimental: below vertex colors on real runs so far."),
     texture_size: int = typer.Option(TEXTURE_SIZE, help=f"Largest texture width and height in texels (up to "
                                      f"{MAX_TEXTURE}); the texture has about one texel per photo pixel at the "
                                      "surface, at most this."),
     device: str = typer.Option("auto", help="auto | cpu | cuda"),
     threads: Optional[int] = threads_option(),
 ) -> None:
-    """Export a mesh (smoothed; colors from the training photos, as a texture in .obj and .glb, vertex colors in
-    .ply) and/or a point cloud (colors likewise)."""
+    """Export a mesh (smoothed, colors from the training photos: vertex colors, or a texture with --texture) and/or
+    a point cloud (colors likewise)."""
     if mesh is None and pointcloud is None:
         raise VoxnerfError("voxnerf export: nothing to do (give --mesh OUT and/or --pointcloud OUT)")
     use_threads(threads)

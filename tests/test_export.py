@@ -177,7 +177,7 @@ def test_density_mesh_vertex_colors_are_the_surface_colors(run, toy, tmp_path):
 
 
 def test_texture_colors_at_the_face_centers_are_the_surface_colors(run, toy, tmp_path):
-    mesh = export_mesh(run, tmp_path / "m.glb")
+    mesh = export_mesh(run, tmp_path / "m.glb", texture=True)
     faces = np.arange(len(mesh.triangles))
     centers = np.asarray(mesh.vertices)[np.asarray(mesh.triangles)].mean(1)
     colors = mesh_colors(mesh, faces, np.full((len(faces), 2), 1 / 3))
@@ -253,20 +253,20 @@ def test_mesh_files_hold_the_mesh_in_world_units(run, tmp_path, suffix):
     assert lo[0] == pytest.approx(-0.75, abs=0.05) and hi[0] == pytest.approx(0.69, abs=0.05)
 
 
-def test_ply_keeps_vertex_colors_and_obj_and_glb_are_textured_by_default(run, tmp_path):
+def test_meshes_have_vertex_colors_and_obj_and_glb_a_texture_when_asked(run, tmp_path):
     ply = export_mesh(run, tmp_path / "m.ply")
     assert ply.has_vertex_colors() and not ply.has_textures()
     assert o3d.io.read_triangle_mesh(str(tmp_path / "m.ply")).has_vertex_colors()
     for suffix in (".obj", ".glb"):
-        mesh = export_mesh(run, tmp_path / f"m{suffix}")
+        mesh = export_mesh(run, tmp_path / f"m{suffix}", texture=True)
         assert mesh.has_textures() and not mesh.has_vertex_colors()
         assert len(mesh.triangles) == len(ply.triangles)
-    assert export_mesh(run, tmp_path / "plain.glb", texture=False).has_vertex_colors()
+    assert export_mesh(run, tmp_path / "plain.glb").has_vertex_colors()
 
 
 @pytest.mark.parametrize("suffix", [".obj", ".glb"])
 def test_textured_files_load_with_uvs_in_the_unit_square_and_the_baked_texture(run, tmp_path, suffix):
-    mesh = export_mesh(run, tmp_path / f"m{suffix}", texture_size=64)
+    mesh = export_mesh(run, tmp_path / f"m{suffix}", texture=True, texture_size=64)
     if suffix == ".obj":
         assert (tmp_path / "m.mtl").read_text().count("map_Kd m.png") == 1
         assert iio.imread(tmp_path / "m.png").shape[:2] == np.asarray(mesh.textures[0]).shape[:2]
@@ -307,7 +307,7 @@ def test_texture_colors_the_surface_where_a_coarse_meshs_vertex_colors_blur(tmp_
     truth = scene.rgba(i).reshape(-1, 4).astype(np.float64) / 255
     psnr = {}
     for name in ("vertex.ply", "texture.glb"):
-        mesh = export_mesh(cube, tmp_path / name, target_faces=200)
+        mesh = export_mesh(cube, tmp_path / name, target_faces=200, texture=name.endswith(".glb"))
         caster = o3d.t.geometry.RaycastingScene()
         caster.add_triangles(o3d.t.geometry.TriangleMesh.from_legacy(mesh))
         origins, dirs = (t.numpy() for t in image_rays(scene.cameras, i))
@@ -340,7 +340,7 @@ def validate_gltf(path: Path) -> dict:
 
 
 def test_the_textured_glb_passes_the_khronos_gltf_validator(run, tmp_path):
-    export_mesh(run, tmp_path / "m.glb")
+    export_mesh(run, tmp_path / "m.glb", texture=True)
     report = validate_gltf(tmp_path / "m.glb")
     assert report["issues"]["numErrors"] == 0 and report["issues"]["numWarnings"] == 0, report["issues"]
     assert report["info"]["hasTextures"] and report["info"]["resources"][0]["storage"] == "glb"

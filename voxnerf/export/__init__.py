@@ -11,8 +11,8 @@ May import: `voxnerf.errors`, `system`, `data`, `fields`, `render`, `run`; never
     mesh = export_mesh(run, "lego_tsdf.ply", method="tsdf")   # TSDF fusion of rendered depth
     pcd = export_pointcloud(run, "lego_points.ply")           # surface points with colors and normals
 
-Colors come from the training photos (`photo`), or from the field seen head-on with colors="field"; .obj and .glb
-get them as a texture over a UV atlas (`texture`, `atlas`), .ply as vertex colors.
+Colors come from the training photos (`photo`), or from the field seen head-on with colors="field"; as vertex
+colors, or for .obj and .glb with texture=True as a texture over a UV atlas (`texture`, `atlas`).
 
 Modules: `mesh` (marching cubes over occupied blocks, smoothing, cleanup), `iso` (the automatic iso value), `tsdf`
 (open3d fusion), `pointcloud` (grid or depth points), `photo` (colors from the photos), `atlas` (UV charts and
@@ -45,7 +45,7 @@ METHODS = ("density", "tsdf")
 def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int | None = None,
                 iso: float = DEFAULT_ISO, bbox: np.ndarray | None = None, min_component: float = 0.05,
                 target_faces: int | None = None, hidden: bool = False, colors: str = "photos",
-                taubin: int = TAUBIN, views: int | None = None, texture: bool | None = None,
+                taubin: int = TAUBIN, views: int | None = None, texture: bool = False,
                 texture_size: int = TEXTURE_SIZE, progress: bool = False) -> o3d.geometry.TriangleMesh:
     """Extract, crop, clean and write a mesh of the run in world units (.ply, .obj or .glb by `out`'s suffix).
 
@@ -66,15 +66,15 @@ def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int
             "field" (the field's color seen head-on).
         taubin: Taubin smoothing iterations of the density mesh (see `mesh.field_mesh`).
         views: tsdf fuses this many training views spread over the cameras (default all: a rendering each).
-        texture: bake `colors` into a texture over a UV atlas (see `texture`) instead of coloring the vertices;
-            default for .obj and .glb (.ply holds vertex colors only).
+        texture: bake `colors` into a texture over a UV atlas (see `texture`) instead of coloring the vertices
+            (.obj and .glb only; on real runs its PSNR is still below the vertex colors', benchmarks/RESULTS.md).
         texture_size: largest texture width and height in texels.
         progress: show progress bars.
     Returns:
         The written mesh: with vertex colors, or textured (`texture.textured_mesh`).
     """
     out = check_output(out, MESH_FORMATS, "--mesh")
-    texture = check_texture(out, texture, texture_size)
+    check_texture(out, texture, texture_size)
     if method not in METHODS:
         raise VoxnerfError(f"--method {method}: expected one of {', '.join(METHODS)}")
     if not 0 < iso < 1:

@@ -26,16 +26,14 @@ MAX_TEXTURE = 2048  # largest texture width and height allowed (texels)
 TEXTURE_SIZE = 1024  # the default largest width and height
 
 
-def check_texture(out: Path, texture: bool | None, size: int) -> bool:
-    """Whether the mesh written to `out` is textured (`texture`, default: by its suffix, TEXTURED_FORMATS), or
-    VoxnerfError naming --mesh for a texture in a .ply, or --texture-size outside 16..MAX_TEXTURE."""
-    wanted = out.suffix.lower() in TEXTURED_FORMATS if texture is None else texture
-    if wanted and out.suffix.lower() not in TEXTURED_FORMATS:
+def check_texture(out: Path, texture: bool, size: int) -> None:
+    """VoxnerfError naming --mesh for a `texture` in a file that cannot hold one (not TEXTURED_FORMATS), or
+    --texture-size outside 16..MAX_TEXTURE."""
+    if texture and out.suffix.lower() not in TEXTURED_FORMATS:
         raise VoxnerfError(f"--mesh {out}: a texture needs {' or '.join(TEXTURED_FORMATS)} (.ply holds vertex "
                            f"colors)")
     if not 16 <= size <= MAX_TEXTURE:
         raise VoxnerfError(f"--texture-size {size}: expected 16 to {MAX_TEXTURE} texels")
-    return wanted
 
 
 def texel_faces(uv: np.ndarray, faces: np.ndarray, size: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
