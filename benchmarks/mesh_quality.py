@@ -18,7 +18,10 @@ vertex colors against the ground-truth colors where both cover a pixel. For the 
 thick its rendered surface is: the median and 90th percentile over the test views' object pixels of the depth spread
 of each ray's compositing weights, in cells (a haze several cells deep blurs renders and crumples meshes). The PNG
 shows the automatic-iso-value mesh from near the first test camera, rendered by `voxnerf.view.occupancy.screenshot`: left the head-on, unsmoothed
-mesh (before issue 25), right the default export; `--taubin N` variants are drawn beside it as PNG_taubinN.png.
+mesh (before issue 25), right the default export; `--taubin N` and `--samples N` variants are drawn beside it as
+PNG_taubinN.png and PNG_samplesN.png. The textured export of the same mesh (GLB) is scored too ("textured": texture
+PSNR, to compare with "auto"'s vertex-color PSNR), and PNG_texture.png shows the first test view: the photo, the
+vertex colors, the texture (ray cast, nearest-neighbour upscaled).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from voxnerf.export import export_mesh
 from voxnerf.export.box import crop_box
 from voxnerf.export.depth import spread_views
 from voxnerf.export.iso import DEFAULT_ISO, auto_iso
+from voxnerf.export.texture import mesh_colors
 from voxnerf.render.renderer import weight_spread
 from voxnerf.run.load import Run, load_run
 from voxnerf.view.occupancy import screenshot, viewpoint
@@ -72,10 +76,10 @@ def roughness(mesh: o3d.geometry.TriangleMesh) -> float:
 
 
 def view_scores(mesh: o3d.geometry.TriangleMesh, scene: Scene) -> dict:
-    """Silhouette IoU and vertex-color PSNR of the mesh against up to VIEWS test views of the scene."""
+    """Silhouette IoU and color PSNR (vertex colors or texture, `mesh_colors`) of the mesh against up to VIEWS test
+    views of the scene."""
     caster = o3d.t.geometry.RaycastingScene()
     caster.add_triangles(o3d.t.geometry.TriangleMesh.from_legacy(mesh))
-    triangles, colors = np.asarray(mesh.triangles), np.asarray(mesh.vertex_colors)
     inter = union = 0
     errors = []
     test = scene.split_indices("test")
@@ -86,12 +90,35 @@ def view_scores(mesh: o3d.geometry.TriangleMesh, scene: Scene) -> dict:
         hit, truth = np.isfinite(hits["t_hit"].numpy()), image[:, 3] > 0.5
         inter, union = inter + (hit & truth).sum(), union + (hit | truth).sum()
         both = hit & truth
-        uv = hits["primitive_uvs"].numpy()[both]
-        weights = np.stack([1 - uv.sum(1), uv[:, 0], uv[:, 1]], 1)
-        color = (colors[triangles[hits["primitive_ids"].numpy()[both]]] * weights[..., None]).sum(1)
+        color = mesh_colors(mesh, hits["primitive_ids"].numpy()[both], hits["primitive_uvs"].numpy()[both])
         errors.append((color - image[both, :3]) ** 2)
     return {"silhouette_iou": round(float(inter / union), 4),
             "color_psnr": round(float(-10 * np.log10(np.concatenate(errors).mean())), 2)}
+
+
+def color_view(mesh: o3d.geometry.TriangleMesh, scene: Scene, i: int) -> np.ndarray:
+    """(H, W, 3) float64 image of the mesh's colors (`mesh_colors`) seen by camera i, white where it is missed."""
+    caster = o3d.t.geometry.RaycastingScene()
+    caster.add_triangles(o3d.t.geometry.TriangleMesh.from_legacy(mesh))
+    origins, dirs = (t.numpy() for t in image_rays(scene.cameras, i))
+    hits = caster.cast_rays(o3d.core.Tensor(np.concatenate([origins, dirs], 1).astype(np.float32)))
+    hit = np.isfinite(hits["t_hit"].numpy())
+    image = np.ones((len(hit), 3))
+    image[hit] = mesh_colors(mesh, hits["primitive_ids"].numpy()[hit], hits["primitive_uvs"].numpy()[hit])
+    w, h = scene.cameras.sizes[i]
+    return image.reshape(h, w, 3)
+
+
+def write_color_views(scene: Scene, meshes: list, out: Path, width: int = 400) -> None:
+    """A PNG of the first test view: the photo on white, then each mesh's colors (`color_view`), each scaled to
+    about `width` pixels wide (nearest neighbour)."""
+    i = scene.split_indices("test")[0]
+    rgba = scene.rgba(i).astype(np.float64) / 255
+    photo = rgba[..., :3] * rgba[..., 3:] + (1 - rgba[..., 3:]) if rgba.shape[-1] == 4 else rgba
+    panels = [photo] + [color_view(m, scene, i) for m in meshes]
+    scale = max(1, round(width / photo.shape[1]))
+    row = np.concatenate([np.kron(p, np.ones((scale, scale, 1))) for p in panels], axis=1)
+    iio.imwrite(out, (np.clip(row, 0, 1) * 255).round().astype(np.uint8))
 
 
 def ray_spread(run: Run, scene: Scene, every: int = 4) -> dict:
@@ -124,6 +151,9 @@ def main() -> None:
     parser.add_argument("--png", type=Path, required=True, help="the before/after picture to write")
     parser.add_argument("--mesh", type=Path, default=None, help="where to write the automatic-iso-value mesh "
                                                                "(default: RUN/mesh_auto.ply)")
+    parser.add_argument("--samples", type=int, nargs="*", default=[],
+                        help="also score (and draw, beside --png) marching cubes on this many samples per axis (the "
+                             "trilinear density sampled finer than the grid)")
     parser.add_argument("--taubin", type=int, nargs="*", default=[],
                         help="also score (and draw, beside --png) these Taubin iterations")
     args = parser.parse_args()
@@ -136,17 +166,23 @@ def main() -> None:
     iso_s = time.perf_counter() - start
     _, fixed = measure(run, scene, DEFAULT_ISO, args.run / "mesh_fixed.ply")
     before, head_on = measure(run, scene, chosen.iso, args.run / "mesh_head_on.ply", colors="field", taubin=0)
-    variants = [measure(run, scene, chosen.iso, args.run / "mesh_variant.ply", taubin=t) for t in args.taubin]
+    options = [{"taubin": t} for t in args.taubin] + [{"samples": n} for n in args.samples]
+    variants = [measure(run, scene, chosen.iso, args.run / "mesh_variant.ply", **o) for o in options]
     mesh, auto = measure(run, scene, chosen.iso, args.mesh or args.run / "mesh_auto.ply")
     auto |= {"iso_s": round(iso_s, 2), "iso_iou": round(chosen.iou, 4), "iso_rays": chosen.rays}
+    textured_mesh, textured = measure(run, scene, chosen.iso, args.run / "mesh_auto.glb", texture=True)
+    textured["texture"] = list(np.asarray(textured_mesh.textures[0]).shape[:2])
+    write_color_views(scene, [mesh, textured_mesh], args.png.with_name(f"{args.png.stem}_texture.png"))
     test = scene.cameras.subset(scene.split_indices("test")[:1])
     view = viewpoint(run, test)
     pictures = [screenshot([m], args.png, view, width=640, height=600, zoom=0.7) for m in (before, mesh)]
     iio.imwrite(args.png, np.concatenate(pictures, axis=1))
-    for t, (variant, _) in zip(args.taubin, variants):
-        screenshot([variant], args.png.with_name(f"{args.png.stem}_taubin{t}.png"), view, width=640, height=600,
+    for option, (variant, _) in zip(options, variants):
+        name = "".join(f"{k}{v}" for k, v in option.items())
+        screenshot([variant], args.png.with_name(f"{args.png.stem}_{name}.png"), view, width=640, height=600,
                    zoom=0.7)
     print(json.dumps({"fixed": fixed, "head_on": head_on, "variants": [v for _, v in variants], "auto": auto,
+                      "textured": textured,
                       "surface": ray_spread(run, scene), "png": str(args.png)}, indent=2))
 
 

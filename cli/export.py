@@ -15,6 +15,7 @@ from voxnerf.export.iso import DEFAULT_ISO, WEAK_IOU, auto_iso, trusted
 from voxnerf.export.output import MESH_FORMATS, POINTCLOUD_FORMATS, check_output, summary
 from voxnerf.export.photo import COLORS
 from voxnerf.export.pointcloud import SOURCES
+from voxnerf.export.texture import MAX_TEXTURE, TEXTURE_SIZE, check_texture
 from voxnerf.run.load import Run, load_run
 from voxnerf.system.device import resolve_device
 
@@ -63,15 +64,22 @@ def export(
     views: Optional[int] = typer.Option(None, min=2, help="--method tsdf and --source depth: render this many "
                                         "training views, spread over the cameras (default all; each is a full "
                                         "rendering)."),
+    texture: bool = typer.Option(False, "--texture/--no-texture", help="Bake the colors into a texture over a UV "
+                                 "atlas (.obj, with its .mtl and .png beside it, or .glb, embedded) instead of "
+                                 "coloring the vertices; experimental: below vertex colors on real runs so far."),
+    texture_size: int = typer.Option(TEXTURE_SIZE, help=f"Largest texture width and height in texels (up to "
+                                     f"{MAX_TEXTURE}); the texture has about one texel per photo pixel at the "
+                                     "surface, at most this."),
     device: str = typer.Option("auto", help="auto | cpu | cuda"),
     threads: Optional[int] = threads_option(),
 ) -> None:
-    """Export a mesh (smoothed, vertex colors from the training photos) and/or a point cloud (colors likewise)."""
+    """Export a mesh (smoothed, colors from the training photos: vertex colors, or a texture with --texture) and/or
+    a point cloud (colors likewise)."""
     if mesh is None and pointcloud is None:
         raise VoxnerfError("voxnerf export: nothing to do (give --mesh OUT and/or --pointcloud OUT)")
     use_threads(threads)
     if mesh is not None:
-        check_output(mesh, MESH_FORMATS, "--mesh")
+        check_texture(check_output(mesh, MESH_FORMATS, "--mesh"), texture, texture_size)
     if pointcloud is not None:
         check_output(pointcloud, POINTCLOUD_FORMATS, "--pointcloud")
     if views is not None and not (mesh is not None and method == "tsdf" or pointcloud is not None and source == "depth"):
@@ -86,7 +94,7 @@ def export(
         iso = chosen_iso(loaded, box) if marched else DEFAULT_ISO
     if mesh is not None:
         result = export_mesh(loaded, mesh, method, resolution, iso, box, min_component, target_faces, hidden,
-                             colors, views=views, progress=True)
+                             colors, views=views, texture=texture, texture_size=texture_size, progress=True)
         typer.echo(summary(mesh, result))
     if pointcloud is not None:
         result = export_pointcloud(loaded, pointcloud, source, num_points, resolution, iso, box, outliers, colors,

@@ -11,10 +11,12 @@ May import: `voxnerf.errors`, `system`, `data`, `fields`, `render`, `run`; never
     mesh = export_mesh(run, "lego_tsdf.ply", method="tsdf")   # TSDF fusion of rendered depth
     pcd = export_pointcloud(run, "lego_points.ply")           # surface points with colors and normals
 
-Colors come from the training photos (`photo`), or from the field seen head-on with colors="field".
+Colors come from the training photos (`photo`), or from the field seen head-on with colors="field"; as vertex
+colors, or for .obj and .glb with texture=True as a texture over a UV atlas (`texture`, `atlas`).
 
 Modules: `mesh` (marching cubes over occupied blocks, smoothing, cleanup), `iso` (the automatic iso value), `tsdf`
-(open3d fusion), `pointcloud` (grid or depth points), `photo` (colors from the photos), `depth` (rendered views of
+(open3d fusion), `pointcloud` (grid or depth points), `photo` (colors from the photos), `atlas` (UV charts and
+packing), `texture` (texture baking), `depth` (rendered views of
 the training cameras), `query` (log density, normals, colors of the field), `box` (crop region), `output` (writing
 and summary).
 """
@@ -33,6 +35,7 @@ from voxnerf.export.mesh import TAUBIN, clean_mesh, crop, drop_hidden, field_mes
 from voxnerf.export.output import MESH_FORMATS, POINTCLOUD_FORMATS, check_output, write_mesh, write_pointcloud
 from voxnerf.export.photo import check_colors, color_mesh
 from voxnerf.export.pointcloud import surface_points
+from voxnerf.export.texture import TEXTURE_SIZE, check_texture, textured_mesh
 from voxnerf.export.tsdf import fuse
 from voxnerf.run.load import Run
 
@@ -42,7 +45,8 @@ METHODS = ("density", "tsdf")
 def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int | None = None,
                 iso: float = DEFAULT_ISO, bbox: np.ndarray | None = None, min_component: float = 0.05,
                 target_faces: int | None = None, hidden: bool = False, colors: str = "photos",
-                taubin: int = TAUBIN, views: int | None = None, progress: bool = False) -> o3d.geometry.TriangleMesh:
+                taubin: int = TAUBIN, views: int | None = None, texture: bool = False,
+                texture_size: int = TEXTURE_SIZE, progress: bool = False) -> o3d.geometry.TriangleMesh:
     """Extract, crop, clean and write a mesh of the run in world units (.ply, .obj or .glb by `out`'s suffix).
 
     Args:
@@ -62,11 +66,15 @@ def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int
             "field" (the field's color seen head-on).
         taubin: Taubin smoothing iterations of the density mesh (see `mesh.field_mesh`).
         views: tsdf fuses this many training views spread over the cameras (default all: a rendering each).
+        texture: bake `colors` into a texture over a UV atlas (see `texture`) instead of coloring the vertices
+            (.obj and .glb only; on real runs its PSNR is still below the vertex colors', benchmarks/RESULTS.md).
+        texture_size: largest texture width and height in texels.
         progress: show progress bars.
     Returns:
-        The written mesh.
+        The written mesh: with vertex colors, or textured (`texture.textured_mesh`).
     """
     out = check_output(out, MESH_FORMATS, "--mesh")
+    check_texture(out, texture, texture_size)
     if method not in METHODS:
         raise VoxnerfError(f"--method {method}: expected one of {', '.join(METHODS)}")
     if not 0 < iso < 1:
@@ -81,7 +89,11 @@ def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int
         mesh = crop(fuse(run, 2.0 / samples / run.scale, views=views, progress=progress), box)
     if not hidden:
         mesh = drop_hidden(mesh, run.training_cameras())
-    mesh = color_mesh(run, clean_mesh(mesh, min_component, target_faces), colors, progress)
+    mesh = clean_mesh(mesh, min_component, target_faces)
+    if texture:
+        mesh = textured_mesh(run, mesh, colors, texture_size, progress)
+    else:
+        mesh = color_mesh(run, mesh, colors, progress)
     write_mesh(mesh, out)
     return mesh
 

@@ -1,4 +1,11 @@
-"""Writing exports with open3d, checking the output path first, and the one-paragraph summary printed after."""
+"""Writing exports, checking the output path first, and the one-paragraph summary printed after.
+
+PLY (meshes with vertex colors, point clouds) is written by open3d; OBJ and GLB by trimesh: OBJ with its MTL and
+PNG beside it when the mesh is textured, GLB as one binary file with 32-bit indices and the texture embedded as a
+PNG (open3d's GLB writer stores indices above 65,535 as 16-bit and the buffer as a base64 data URI, which glTF
+viewers refuse). A textured mesh is an open3d mesh with `triangle_uvs` in OBJ's convention (v upward, as open3d
+reads them) and one texture whose rows are bottom up (ditto); trimesh keeps OBJ's convention and flips v for GLB.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +13,15 @@ from pathlib import Path
 
 import numpy as np
 import open3d as o3d
+import trimesh
+from PIL import Image
 
 from voxnerf.errors import VoxnerfError
 
 MESH_FORMATS = (".ply", ".obj", ".glb")
 POINTCLOUD_FORMATS = (".ply",)
+TEXTURED_FORMATS = (".obj", ".glb")
+WHITE, BLACK = (255, 255, 255, 255), (0, 0, 0, 255)
 
 
 def check_output(path: str | Path, formats: tuple[str, ...], option: str) -> Path:
@@ -33,14 +44,61 @@ def make_folder(path: Path) -> None:
         raise VoxnerfError(f"{path}: cannot create its folder ({e.strerror})") from None
 
 
+def vertex_uvs(mesh: o3d.geometry.TriangleMesh) -> np.ndarray:
+    """(V, 2) per-vertex UVs of a textured mesh whose `triangle_uvs` (3F, 2) give each vertex one UV (an atlas
+    mesh, see `texture.textured_mesh`)."""
+    uv = np.zeros((len(mesh.vertices), 2))
+    uv[np.asarray(mesh.triangles).reshape(-1)] = np.asarray(mesh.triangle_uvs)
+    return uv
+
+
+def texture_material(image: np.ndarray, name: str, pbr: bool) -> trimesh.visual.material.Material:
+    """A material showing the texture `image` (H, W, 3) uint8 as it is: for glTF (`pbr`) a base color texture, not
+    metallic, fully rough (glTF's default metallic factor is 1); for OBJ a white diffuse without specular (MTL's Kd
+    multiplies map_Kd)."""
+    if pbr:
+        return trimesh.visual.material.PBRMaterial(name=name, baseColorTexture=Image.fromarray(image),
+                                                   metallicFactor=0.0, roughnessFactor=1.0)
+    return trimesh.visual.material.SimpleMaterial(name=name, image=Image.fromarray(image), ambient=WHITE,
+                                                  diffuse=WHITE, specular=BLACK)
+
+
+def to_trimesh(mesh: o3d.geometry.TriangleMesh, name: str, pbr: bool) -> trimesh.Trimesh:
+    """The trimesh of an open3d mesh: its texture (`texture_material` called `name`) when it has one, else its
+    vertex colors; vertex normals kept."""
+    if mesh.has_textures():
+        material = texture_material(np.asarray(mesh.textures[0])[::-1], name, pbr)  # open3d keeps rows bottom up
+        visual = trimesh.visual.TextureVisuals(uv=vertex_uvs(mesh), material=material)
+    else:
+        colors = np.asarray(mesh.vertex_colors) if mesh.has_vertex_colors() else None
+        visual = trimesh.visual.ColorVisuals(vertex_colors=None if colors is None else (colors * 255).round())
+    return trimesh.Trimesh(np.asarray(mesh.vertices), np.asarray(mesh.triangles), visual=visual,
+                           vertex_normals=np.asarray(mesh.vertex_normals) if mesh.has_vertex_normals() else None,
+                           process=False)
+
+
+def write_obj(mesh: trimesh.Trimesh, path: Path) -> None:
+    """Write an OBJ and, for a textured mesh, PATH.mtl and its PNG beside it."""
+    text, files = trimesh.exchange.obj.export_obj(mesh, include_normals=True, return_texture=True,
+                                                  mtl_name=path.with_suffix(".mtl").name)
+    path.write_text(text)
+    for name, data in files.items():
+        (path.parent / name).write_bytes(data)
+
+
 def write_mesh(mesh: o3d.geometry.TriangleMesh, path: Path) -> None:
-    """Write a mesh (vertex colors and normals included) by its suffix, or raise VoxnerfError."""
+    """Write a mesh by its suffix (see the module docstring), or raise VoxnerfError."""
     if len(mesh.triangles) == 0:
         raise VoxnerfError(f"{path}: the mesh is empty (nothing reached the iso value inside the box; try --iso "
                            f"auto, a lower --iso or another --bbox)")
     make_folder(path)
-    if not o3d.io.write_triangle_mesh(str(path), mesh, write_vertex_normals=True, write_vertex_colors=True):
-        raise VoxnerfError(f"{path}: open3d could not write the mesh")
+    if path.suffix.lower() == ".ply":
+        if not o3d.io.write_triangle_mesh(str(path), mesh, write_vertex_normals=True, write_vertex_colors=True):
+            raise VoxnerfError(f"{path}: open3d could not write the mesh")
+    elif path.suffix.lower() == ".obj":
+        write_obj(to_trimesh(mesh, path.stem, pbr=False), path)
+    else:
+        path.write_bytes(trimesh.exchange.gltf.export_glb(to_trimesh(mesh, path.stem, pbr=True)))
 
 
 def write_pointcloud(pcd: o3d.geometry.PointCloud, path: Path) -> None:
@@ -57,6 +115,9 @@ def summary(path: Path, geometry) -> str:
     points = np.asarray(geometry.vertices if isinstance(geometry, o3d.geometry.TriangleMesh) else geometry.points)
     if isinstance(geometry, o3d.geometry.TriangleMesh):
         counts = f"{len(points)} vertices, {len(geometry.triangles)} faces"
+        if geometry.has_textures():
+            h, w = np.asarray(geometry.textures[0]).shape[:2]
+            counts += f", a {w}x{h} texture"
     else:
         counts = f"{len(points)} points"
     lo, hi = points.min(0), points.max(0)
