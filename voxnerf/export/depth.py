@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
-from tqdm import tqdm
 
 from voxnerf.data.cameras import Cameras
 from voxnerf.data.rays import image_rays
@@ -20,6 +19,7 @@ from voxnerf.data.space import box_span
 from voxnerf.export.query import densities_along
 from voxnerf.render.views import View
 from voxnerf.run.load import Run
+from voxnerf.system.progress import track
 
 SURFACE_OPACITY = 0.5  # pixels more opaque than this see a surface
 RAY_CHUNK = 256  # rays sampled at once
@@ -107,7 +107,7 @@ def chosen_views(count: int, views: int | None) -> np.ndarray:
 def rendered_views(run: Run, cameras: Cameras, views: np.ndarray, progress: bool = False) -> Iterator[SurfaceView]:
     """Render the cameras of indices `views` (K,) as the run renders (`Run.render_view`), one SurfaceView at a
     time."""
-    for i in tqdm(views.tolist(), desc="rendering views", unit="view", disable=not progress, leave=False):
+    for i in track(views.tolist(), "rendering views", "view", enabled=progress):
         view = run.render_view(cameras, i)
         origins, dirs = (t.numpy().astype(np.float64) for t in image_rays(cameras, i))
         surface = view.opacity.reshape(-1) > SURFACE_OPACITY

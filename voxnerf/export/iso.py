@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from tqdm import tqdm
 
 from voxnerf.data.rays import image_rays
 from voxnerf.data.space import box_span
@@ -26,6 +25,7 @@ from voxnerf.export.depth import RAY_CHUNK, SURFACE_OPACITY, spread_views
 from voxnerf.export.query import densities_along, opacity_to_density
 from voxnerf.render.model import Model
 from voxnerf.run.load import Run
+from voxnerf.system.progress import track
 
 DEFAULT_ISO = 0.5  # per-voxel opacity iso value (NSVF, SVRaster)
 MAX_VIEWS = 16  # training views sampled (evenly spaced)
@@ -83,8 +83,7 @@ def ray_profiles(model: Model, origins: np.ndarray, dirs: np.ndarray, box_unit: 
     """
     near, far = box_span(origins, dirs, box_unit)
     max_sigma, opacity = np.zeros(len(origins)), np.zeros(len(origins))
-    for i in tqdm(range(0, len(origins), RAY_CHUNK), desc="sampling rays", unit="chunk", disable=not progress,
-                  leave=False):
+    for i in track(range(0, len(origins), RAY_CHUNK), "sampling rays for the iso value", "chunk", enabled=progress):
         rays = slice(i, i + RAY_CHUNK)
         _, sigma = densities_along(model, origins[rays], dirs[rays], near[rays], far[rays], step)
         max_sigma[rays] = sigma.max(1)

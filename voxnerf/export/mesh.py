@@ -21,7 +21,6 @@ from __future__ import annotations
 import numpy as np
 import open3d as o3d
 from skimage import measure
-from tqdm import tqdm
 
 from voxnerf.data.cameras import Cameras
 from voxnerf.data.rays import image_rays
@@ -29,6 +28,7 @@ from voxnerf.export.depth import spread_views
 from voxnerf.export.query import log_density, opacity_to_density
 from voxnerf.render.model import Model
 from voxnerf.run.load import Run
+from voxnerf.system.progress import track
 
 BLOCK = 32
 TAUBIN = 5  # Taubin smoothing iterations of the marched mesh (lego_100: facets down, silhouette IoU kept)
@@ -98,7 +98,7 @@ def march_blocks(model: Model, box_unit: np.ndarray, samples: int, iso: float = 
         box_unit: (2, 3) unit-box min and max corners of the region.
         samples: S, lattice intervals per axis over the whole unit box.
         iso: iso value of the opacity, in (0, 1).
-        progress: show a tqdm bar over the blocks.
+        progress: show a bar over the blocks.
     Returns:
         vertices (V, 3) float64 unit-box positions and faces (F, 3) int64, wound so normals point outward
         (toward lower opacity).
@@ -109,8 +109,7 @@ def march_blocks(model: Model, box_unit: np.ndarray, samples: int, iso: float = 
     if np.any(last <= first):
         return np.zeros((0, 3)), np.zeros((0, 3), np.int64)
     verts, faces, count = [], [], 0
-    for block in tqdm(occupied_blocks(model, samples, first, last), desc="marching cubes", unit="block",
-                      disable=not progress, leave=False):
+    for block in track(occupied_blocks(model, samples, first, last), "marching cubes", "block", enabled=progress):
         start = first + block * BLOCK
         stop = np.minimum(start + BLOCK, last)
         axes = [np.arange(a, b + 1) for a, b in zip(start, stop)]

@@ -18,7 +18,6 @@ from typing import Callable
 
 import numpy as np
 import open3d as o3d
-from tqdm import tqdm
 
 from voxnerf.data.cameras import Cameras
 from voxnerf.data.images import premultiplied
@@ -26,6 +25,7 @@ from voxnerf.data.rays import image_rays, project
 from voxnerf.errors import VoxnerfError
 from voxnerf.export.query import head_on_colors
 from voxnerf.run.load import Run
+from voxnerf.system.progress import track
 
 COLORS = ("photos", "field")
 MIN_COSINE = 0.1  # views more grazing than about 84 degrees are left out
@@ -122,7 +122,7 @@ def photo_colors(run: Run, points: np.ndarray, normals: np.ndarray, depth_maps: 
     tolerance = DEPTH_TOLERANCE * run.model.estimator.cell_size / run.scale
     groups, colors, weights = [np.zeros(0, np.int64)], [np.zeros((0, 3), np.float32)], [np.zeros(0)]
     indices = range(len(cameras)) if views is None else views.tolist()
-    for i in tqdm(indices, desc="coloring from photos", unit="view", disable=not progress, leave=False):
+    for i in track(indices, "coloring from photos", "view", enabled=progress):
         photo = premultiplied(scene.rgba(train[i])).numpy()
         for part, found in zip((groups, colors, weights),
                                view_samples(cameras, i, photo, depth_maps(i), points, normals, tolerance)):
