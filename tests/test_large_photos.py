@@ -66,7 +66,8 @@ def test_loading_a_capture_holds_no_decoded_mask(pinhole_scene, tmp_path):
     root = write_scene(scene, "llff", tmp_path / "llff")
     (root / "masks").mkdir()
     for path, mask in zip(sorted((root / "images").iterdir()), pinhole_scene.masks):
-        iio.imwrite(root / "masks" / f"{path.stem}.png", np.kron(mask, np.ones((factor, factor), np.uint8)) * np.uint8(255))
+        big = np.kron(mask, np.ones((factor, factor), np.uint8)) * np.uint8(255)
+        iio.imwrite(root / "masks" / f"{path.stem}.png", big)
     tracemalloc.start()
     loaded = load_scene(root)
     peak = tracemalloc.get_traced_memory()[1]

@@ -113,7 +113,7 @@ def test_a_video_becomes_frames_that_are_posed(capture, tmp_path):
     frames = [iio.imread(p) for p in sorted((capture / "images").glob("*.png"))]
     iio.imwrite(video, np.stack(frames), fps=8, codec="libx264", macro_block_size=2, quality=9)
     r = subprocess.run([sys.executable, "-m", "voxnerf", "process", str(video), str(tmp_path / "scene"), "--frames",
-                        str(VIEWS), "--min-inliers", "30", "--threads", "1", "--downscales", ""],  # one thread: repeatable
+                        str(VIEWS), "--min-inliers", "30", "--threads", "1", "--downscales", ""],  # repeatable
                        capture_output=True, text=True, cwd=REPO, timeout=300)
     assert r.returncode == 0, r.stderr
     assert f"registered  {VIEWS} of {VIEWS} images (100%)" in r.stdout
