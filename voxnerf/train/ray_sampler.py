@@ -54,7 +54,8 @@ class RaySampler:
         if tuple(full.shape[1:3]) == size:
             return full
         out = torch.empty(len(full), *size, 4, dtype=torch.uint8, device=self.device)
-        for k, image in enumerate(track(full, f"pooling photos to {size[1]}x{size[0]}", "photo", enabled=self.progress)):
+        pooling = track(full, f"pooling photos to {size[1]}x{size[0]}", "photo", enabled=self.progress)
+        for k, image in enumerate(pooling):
             planes = image.permute(2, 0, 1)[None].float() / 255.0
             out[k] = to_uint8(F.interpolate(planes, size=size, mode="area")[0].permute(1, 2, 0))
         return out
