@@ -13,6 +13,7 @@ from voxnerf.fields.dense import DenseGridConfig
 from voxnerf.fields.voxels import SparseVoxelConfig
 from voxnerf.render.model import Model
 from voxnerf.render.occupancy import OccupancyConfig
+from voxnerf.train.strategy import refine
 
 
 def tensors_in(obj, path: str = "model", seen: set | None = None):
@@ -38,8 +39,7 @@ def refined_model(field_cfg, space) -> Model:
     """A model after an occupancy update and one refinement, with the layouts' cached tables computed."""
     model = Model.build(field_cfg, 16, space)
     model.estimator.update(model.field.density_at, OccupancyConfig(), 0.5)
-    model.field.refine(32, model.estimator.is_occupied, None)
-    model.estimator.refine(32)
+    refine(model.estimator, 32, model.field.brick_modules())
     model.estimator.update(model.field.density_at, OccupancyConfig(), 0.5)
     return model
 

@@ -7,13 +7,12 @@ import torch.nn.functional as F
 import voxnerf.scenes as vs
 from voxnerf.data.space import Box
 from voxnerf.fields.interpolate import weighted_row_sum
-from voxnerf.fields.sparse_grid import BRICK_VOLUME, BrickIndex, SparseVoxelGrid
-from voxnerf.fields.topology import change_topology
-from voxnerf.fields.voxels import ROW_PARAMETERS, SparseVoxelConfig, SparseVoxelField
+from voxnerf.fields.sparse_grid import BRICK_VOLUME, BrickIndex, SparseVoxelGrid, pruned, subdivided
+from voxnerf.fields.voxels import SparseVoxelConfig, SparseVoxelField
 from voxnerf.render.model import Model
 from voxnerf.render.occupancy import OccupancyConfig, OccupancyGrid
 from voxnerf.run.config import Level
-from voxnerf.train.strategy import TopologyStrategy
+from voxnerf.train.strategy import TopologyStrategy, change_bricks, refine
 
 
 def random_grid(resolution=16, channels=3, seed=0) -> SparseVoxelGrid:
@@ -64,7 +63,7 @@ def test_interpolation_gradients_match_plain_autograd():
 def test_missing_bricks_contribute_nothing():
     grid = random_grid(16)
     keep = grid.bricks.slot_vertices()[:, 0] < 4  # cells with x index < 4: only brick 0 stays along x
-    grid.prune(keep)
+    change_bricks([grid], pruned(grid.bricks, keep))
     far_side = torch.tensor([[0.9, 0.0, 0.0]])
     rows, w = grid.stencil(far_side)
     assert float(w.sum()) == 0.0
@@ -74,7 +73,7 @@ def test_subdivision_preserves_the_field():
     grid = random_grid(16)
     x = torch.rand(2000, 3) * 2 - 1
     before = grid.density_at(*grid.stencil(x)).detach(), grid.features_at(*grid.stencil(x)).detach()
-    grid.subdivide(torch.ones(len(grid.density), dtype=torch.bool))
+    change_bricks([grid], subdivided(grid.bricks, torch.ones(len(grid.density), dtype=torch.bool)))
     assert grid.resolution == 32
     after = grid.density_at(*grid.stencil(x)).detach(), grid.features_at(*grid.stencil(x)).detach()
     assert torch.allclose(before[0], after[0], atol=1e-5)
@@ -102,8 +101,7 @@ def test_pruning_keeps_every_voxel_the_sphere_touches():
     model = sphere_model(32)
     strategy().update_occupancy(model)
     before = model.field.grid.num_bricks
-    model.field.refine(64, model.estimator.is_occupied, None)
-    model.estimator.refine(64)
+    refine(model.estimator, 64, model.field.brick_modules())
     assert model.field.grid.num_bricks < 8 * before
     truth = vs.get("sphere").occupancy(64)
     centers = (torch.nonzero(truth).float() + 0.5) / 64 * 2 - 1
@@ -121,8 +119,9 @@ def test_memory_grows_with_occupied_volume_not_resolution_cubed():
         # keep only the shell: cells near the sphere's surface
         x = grid.bricks.slot_vertices().float() / grid.resolution * 2 - 1
         shell = vs.get("sphere").sdf(x + grid.cell_size / 2).abs() < 2 * grid.cell_size
-        kept = grid.prune(shell)
-        grid.subdivide(kept.inherit(shell))
+        kept = pruned(grid.bricks, shell)
+        change_bricks([grid], kept)
+        change_bricks([grid], subdivided(grid.bricks, kept.inherit(shell)))
         rows.append(len(grid.density))
     growth = [b / a for a, b in zip(rows, rows[1:])]
     assert all(g < 5.5 for g in growth), f"rows grew by {growth} per doubling (a surface should give ~4x, not 8x)"
@@ -147,7 +146,7 @@ def test_topology_changes_carry_adam_moments_with_their_vertices():
     moment = opt.state[field.grid.density]["exp_avg"]
     moment_field = dense_volume(field.grid, moment[:, None])
     everywhere = torch.ones(len(field.grid.density), dtype=torch.bool)
-    change_topology(field.grid, ROW_PARAMETERS, opt, lambda: field.grid.subdivide(everywhere))
+    change_bricks([field.grid], subdivided(field.grid.bricks, everywhere), opt)
     state = opt.state[field.grid.density]
     assert opt.param_groups[0]["params"][0] is field.grid.density
     assert state["exp_avg"].shape == field.grid.density.shape

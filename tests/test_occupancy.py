@@ -7,6 +7,7 @@ from voxnerf.data.space import Box
 from voxnerf.fields.dense import DenseGridConfig, DenseGridField
 from voxnerf.fields.sparse_grid import CORNERS
 from voxnerf.render.occupancy import OccupancyConfig, OccupancyGrid
+from voxnerf.train.strategy import refine
 
 
 def test_occupancy_never_prunes_the_grid_empty():
@@ -26,8 +27,7 @@ def test_cell_density_is_the_largest_interpolated_density_in_the_cell_after_ever
         field.grid.density.copy_(torch.randn(len(field.grid.density), generator=torch.Generator().manual_seed(3)))
     for resolution in (16, 32):
         strategy().update_occupancy(model)
-        field.refine(resolution, occupancy.is_occupied, None)
-        occupancy.refine(resolution)
+        refine(occupancy, resolution, field.brick_modules())
         bricks = occupancy.bricks
         cells = torch.nonzero(bricks.real_cells()).squeeze(-1)
         corners = bricks.slot_vertices()[cells].unsqueeze(1) + CORNERS
@@ -69,7 +69,7 @@ def test_refinement_keeps_the_occupied_cells_and_their_children_only():
     centers = occupancy.bricks.cell_centers()
     occupancy.set_occupied(centers.norm(dim=-1) < 0.5)
     before = occupancy.occupied_cells()
-    occupancy.refine(32)
+    refine(occupancy, 32)
     assert occupancy.resolution == 32
     after = occupancy.occupied_cells()
     expected = (2 * before.unsqueeze(1) + CORNERS).reshape(-1, 3)

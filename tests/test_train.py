@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 from scipy.ndimage import binary_fill_holes
+from test_device import tensors_in
 
 import voxnerf.scenes as vs
 from voxnerf.data import load_scene
+from voxnerf.fields.interpolate import weighted_row_sum
 from voxnerf.run.config import load_config
 from voxnerf.run.load import load_run
 from voxnerf.train.trainer import Trainer
@@ -85,6 +87,47 @@ def _train_cmd(scene: Path, out: Path, extra: list[str]) -> list[str]:
             "--set", "optim=" + json.dumps(TOY_CONFIG["optim"]), "--set", "checkpoint_every=25"]
     return [sys.executable, "-m", "voxnerf", "train", str(scene), "--out", str(out), "--max-steps", "300",
             "--device", "cpu", "--threads", "1", "--quiet", *sets, *extra]
+
+
+def test_a_topology_change_in_the_middle_of_a_run_carries_every_per_row_table(sphere_scene, tmp_path):
+    """One owner of topology (voxnerf.train.strategy): refined between two steps of a run, every per-row tensor the
+    model, the optimizer and the strategy hold has the new bricks' rows, values and moments follow their vertices,
+    and training goes on."""
+    cfg = load_config(None, [{**TOY_CONFIG, "occupancy": {"warmup_steps": 5}}])
+    trainer = Trainer(load_scene(sphere_scene), cfg, tmp_path / "run", torch.device("cpu"), quiet=True)
+    for _ in range(20):
+        trainer.train_step()
+        trainer.step += 1
+    model, optimizer, strategy = trainer.model, trainer.optimizer, trainer.strategy
+    strategy.update_occupancy(model)
+    grid, estimator = model.field.grid, model.estimator
+    before = estimator.bricks.num_rows
+
+    def per_row(rows: int) -> list[str]:
+        return sorted(path for path, t in tensors_in((model, optimizer, strategy), "run") if t.dim() and len(t) == rows)
+
+    declared = per_row(before)
+    for name in ("density", "features", "score", "occupied", "exp_avg", "exp_avg_sq", "lookup"):
+        assert any(name in path for path in declared), f"no per-row {name} before the change: {declared}"
+    probe = estimator.occupied_cells()[::7].float().add(0.5) * estimator.cell_size - 1  # inside kept cells
+
+    def at_probe() -> list[torch.Tensor]:
+        stencil = grid.stencil(probe)
+        with torch.no_grad():
+            return [grid.density_at(*stencil), grid.features_at(*stencil),
+                    *(weighted_row_sum(optimizer.state[p][k], *stencil) for p in (grid.density, grid.features)
+                      for k in ("exp_avg", "exp_avg_sq"))]
+
+    values = at_probe()
+    strategy.refine(model, 2 * estimator.resolution, optimizer)
+    grid = model.field.grid
+    assert estimator.bricks.num_rows != before and not per_row(before), "a per-row table kept the old rows"
+    assert len(per_row(estimator.bricks.num_rows)) >= 6
+    assert torch.equal(grid.brick_coords, estimator.brick_coords)
+    assert {id(p) for g in optimizer.param_groups for p in g["params"]} >= {id(grid.density), id(grid.features)}
+    for old, new in zip(values, at_probe()):
+        assert torch.allclose(old, new, atol=1e-5)
+    assert torch.isfinite(trainer.train_step()["loss"])
 
 
 def test_a_run_killed_with_sigkill_resumes_to_the_same_quality(sphere_scene, tmp_path):

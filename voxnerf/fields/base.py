@@ -17,6 +17,7 @@ from torch import nn
 from voxnerf.data.space import Space
 from voxnerf.errors import VoxnerfError
 from voxnerf.fields.row_space import RowSpace
+from voxnerf.fields.sparse_grid import BrickModule
 
 Lookup = tuple[torch.Tensor, ...]
 """What a field computes once per point and reuses for density and color: per-point tensors (N, ...)."""
@@ -87,9 +88,11 @@ class Field(nn.Module):
         whole."""
         yield []
 
-    def refine(self, resolution: int, occupied, optimizer: torch.optim.Optimizer | None) -> None:
-        """Follow the schedule to grid `resolution`, given `occupied` ((N, 3) grid points -> (N,) bool, the
-        estimator's occupancy) and the optimizer whose state must follow changed parameters. No-op by default."""
+    def brick_modules(self) -> list[BrickModule]:
+        """The field's modules whose per-row tables (`BrickModule.ROW_TABLES`) live on the occupancy estimator's
+        bricks: a topology change (voxnerf.train.strategy) carries them, and the optimizer's state of those that are
+        parameters, with the estimator's. None by default: the field has no topology of its own."""
+        return []
 
     # ---- state ----------------------------------------------------------------------------------------------
     def state(self) -> dict:

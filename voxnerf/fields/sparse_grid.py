@@ -6,7 +6,9 @@ gathers per corner, O(1), in plain PyTorch on any device. Memory grows with the 
 
 Each cell is named by its min-corner vertex. Topology changes (`pruned`, `subdivided`) build a new index and the
 `BrickChange` that carries any per-row table (parameters, optimizer moments, occupancy scores) from the old bricks to
-the new one. The occupancy estimator (voxnerf.render.occupancy) keeps its cells in a BrickIndex of its own.
+the new one. A BrickModule declares its per-row tables (`ROW_TABLES`); one owner, voxnerf.train.strategy, decides
+every change and applies it to every declared table of the field's grid and of the occupancy estimator
+(voxnerf.render.occupancy), which live on the same bricks.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Callable, Iterator
+from typing import Callable, ClassVar, Iterator
 
 import torch
 from torch import nn
@@ -263,7 +265,12 @@ class BrickModule(nn.Module):
 
     Buffers:
         brick_coords: (B, 3) int64 allocated bricks (`bricks` is rebuilt from them).
+    Class attributes:
+        ROW_TABLES: its per-row tables (attribute name -> "interpolate" for values, "inherit" for per-cell flags: the
+            BrickChange remap that carries it); a topology change replaces each of them (voxnerf.train.strategy).
     """
+
+    ROW_TABLES: ClassVar[dict[str, str]] = {}
 
     def __init__(self, resolution: int, brick_coords: torch.Tensor):
         super().__init__()
@@ -285,15 +292,20 @@ class BrickModule(nn.Module):
         self.bricks = BrickIndex(self.bricks.resolution, self.brick_coords)
         return self
 
-    def _set_bricks(self, bricks: BrickIndex) -> None:
+    def set_bricks(self, bricks: BrickIndex) -> None:
+        """Take the new bricks of a topology change (its ROW_TABLES already carried), then `bricks_changed`."""
         self.bricks = bricks
         self.brick_coords = bricks.brick_coords
+        self.bricks_changed()
+
+    def bricks_changed(self) -> None:
+        """Refresh what the module derives from its per-row tables after a topology change (nothing by default)."""
 
 
 class SparseVoxelGrid(BrickModule):
     """Vertex features (raw density + C feature channels) on allocated 8^3-vertex bricks.
 
-    Parameters:
+    Parameters (its ROW_TABLES):
         density: (V,) raw density per vertex, V = 512 * number of bricks.
         features: (V, C) feature vector per vertex.
     Buffers:
@@ -302,6 +314,8 @@ class SparseVoxelGrid(BrickModule):
         row_space: None, or the RowSpace (voxnerf.fields.row_space) of the two tables that `row_space_open` opened:
             every read of a table goes through it, so it knows the rows a step's gradient can reach.
     """
+
+    ROW_TABLES = {"density": "interpolate", "features": "interpolate"}
 
     def __init__(self, resolution: int, brick_coords: torch.Tensor, density: torch.Tensor, features: torch.Tensor):
         super().__init__(resolution, brick_coords)
@@ -385,25 +399,6 @@ class SparseVoxelGrid(BrickModule):
         d_density = (density[here] - density[nb]).pow(2).mean()
         d_features = (features[here] - features[nb]).pow(2).mean()
         return d_density, d_features
-
-    # ---- topology -------------------------------------------------------------------------------------------
-    def prune(self, keep: torch.Tensor) -> BrickChange:
-        """Free every brick that no kept cell (V,) bool touches; kept bricks keep their values."""
-        change = pruned(self.bricks, keep)
-        self._change_bricks(change)
-        return change
-
-    def subdivide(self, cells: torch.Tensor) -> BrickChange:
-        """Halve the cell size where `cells` (V,) bool are marked; the new vertices interpolate the old field."""
-        change = subdivided(self.bricks, cells)
-        self._change_bricks(change)
-        return change
-
-    def _change_bricks(self, change: BrickChange) -> None:
-        self._set_bricks(change.bricks)
-        with torch.no_grad():
-            self.density = nn.Parameter(change.interpolate(self.density.detach()))
-            self.features = nn.Parameter(change.interpolate(self.features.detach()))
 
 
 def all_bricks(resolution: int) -> torch.Tensor:

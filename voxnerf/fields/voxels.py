@@ -1,6 +1,6 @@
 """The sparse voxel field: density and features on a sparse brick grid (voxnerf.fields.sparse_grid), decoded to color by a
-small MLP. The grid starts dense at the schedule's first resolution; `refine` prunes the bricks the estimator
-finds empty and subdivides the rest, carrying Adam's moments along (voxnerf.fields.topology)."""
+small MLP. The grid starts dense at the schedule's first resolution; the owner of topology (voxnerf.train.strategy)
+prunes the bricks the estimator finds empty and subdivides the rest, carrying the grid's tables and Adam's moments."""
 
 from __future__ import annotations
 
@@ -14,11 +14,9 @@ from voxnerf.data.space import Space
 from voxnerf.fields.base import Field, Lookup
 from voxnerf.fields.decoder import ColorDecoder, DensityActivation, GridFieldConfig
 from voxnerf.fields.row_space import RowSpace
-from voxnerf.fields.sparse_grid import SparseVoxelGrid
-from voxnerf.fields.topology import change_topology
+from voxnerf.fields.sparse_grid import BrickModule, SparseVoxelGrid
 
 MAX_INIT_STRETCH = 1000.0  # see SparseVoxelField._initial_density
-ROW_PARAMETERS = ("density", "features")
 
 
 @dataclass
@@ -90,14 +88,9 @@ class SparseVoxelField(Field):
         with self.grid.row_space_open() as vertices:
             yield [vertices]
 
-    def refine(self, resolution: int, occupied, optimizer: torch.optim.Optimizer | None) -> None:
-        """Prune the bricks no occupied cell touches, then subdivide the occupied cells, until `resolution`."""
-        while self.grid.resolution < resolution:
-            bricks = self.grid.bricks
-            keep = occupied(bricks.cell_centers()) & bricks.real_cells()
-            kept = change_topology(self.grid, ROW_PARAMETERS, optimizer, lambda: self.grid.prune(keep))
-            cells = kept.inherit(keep)
-            change_topology(self.grid, ROW_PARAMETERS, optimizer, lambda: self.grid.subdivide(cells))
+    def brick_modules(self) -> list[BrickModule]:
+        """The grid: its density and features are rows of the estimator's bricks."""
+        return [self.grid]
 
     # ---- state ----------------------------------------------------------------------------------------------
     @classmethod

@@ -3,8 +3,9 @@
 The estimator knows no field. It keeps its own sparse cell grid (a BrickIndex over the bricks that may hold
 matter), a running score per cell, and the space (voxnerf.data.space) that maps rays into the grid; it asks the field
 for density only through callbacks: `update` takes `density_fn(points) -> sigma`, `march` takes
-`sigma_fn(points) -> (sigma, lookup)` (see voxnerf.render.march). Its verbs: `update` (the occupancy statistic),
-`refine` (prune to the occupied cells, then halve the cell size), `march` (sample rays).
+`sigma_fn(points) -> (sigma, lookup)` (see voxnerf.render.march). Its verbs: `update` (the occupancy statistic) and
+`march` (sample rays). Its bricks change only with the field's, by the one owner of topology (voxnerf.train.strategy),
+which carries its per-row tables (`ROW_TABLES`: scores and occupancy) along with the field's.
 """
 
 from __future__ import annotations
@@ -19,11 +20,8 @@ from voxnerf.data.space import MarchRays, Space, space_from_dict
 from voxnerf.fields.sparse_grid import (
     BRICK_VOLUME,
     STENCIL_CHUNK,
-    BrickChange,
     BrickModule,
     all_bricks,
-    pruned,
-    subdivided,
 )
 from voxnerf.render.march import Samples, SigmaFn, march
 
@@ -42,13 +40,17 @@ class OccupancyGrid(BrickModule):
 
     Buffers:
         brick_coords: (B, 3) int64 bricks whose cells may be occupied (see BrickModule).
-        occupied: (V,) bool, whether the cell whose min corner is row v's vertex may hold matter.
-        score: (V,) float, running max of the opacity of one sample step in that cell.
+        occupied: (V,) bool, whether the cell whose min corner is row v's vertex may hold matter (a ROW_TABLE: new
+            cells inherit their parent's).
+        score: (V,) float, running max of the opacity of one sample step in that cell (a ROW_TABLE: new cells
+            interpolate it).
         brick_occupied: (n, n, n) bool, bricks holding an occupied cell, dilated by one brick (coarse marching).
         bbox: (2, 3) grid-coordinate min and max corners of the occupied cells.
     Attributes:
         space: how rays reach the grid (voxnerf.data.space).
     """
+
+    ROW_TABLES = {"score": "interpolate", "occupied": "inherit"}
 
     def __init__(self, resolution: int, space: Space, brick_coords: torch.Tensor | None = None,
                  occupied: torch.Tensor | None = None, score: torch.Tensor | None = None):
@@ -178,19 +180,9 @@ class OccupancyGrid(BrickModule):
         cutoff = torch.topk(self.score.masked_fill(~real, float("-inf")), floor, sorted=False).values.amin()
         return occupied | (self.score >= cutoff)
 
-    @torch.no_grad()
-    def refine(self, resolution: int) -> None:
-        """Prune to the occupied cells, then halve the cell size until `resolution`; children inherit their
-        parent's occupancy and interpolate its score."""
-        while self.resolution < resolution:
-            self._change_bricks(pruned(self.bricks, self.occupied))
-            self._change_bricks(subdivided(self.bricks, self.occupied))
-
-    def _change_bricks(self, change: BrickChange) -> None:
-        occupied = change.inherit(self.occupied)
-        self._set_bricks(change.bricks)
-        self.score = change.interpolate(self.score)
-        self.set_occupied(occupied)
+    def bricks_changed(self) -> None:
+        """After a topology change: the carried occupancy limited to the new real cells, and its summaries."""
+        self.set_occupied(self.occupied)
 
     def march(self, rays: MarchRays, sigma_fn: SigmaFn, step: float, offsets: torch.Tensor, alpha_min: float,
               transmittance_min: float, chunk: int) -> Samples:

@@ -1,17 +1,25 @@
-"""Occupancy and topology as a strategy: when to update occupancy and refine the model (the loop only calls hooks)."""
+"""Occupancy and topology as a strategy, and the one owner of topology: when to update occupancy and refine the
+model (the loop only calls hooks), and the surgery of every per-row table a change of bricks carries.
+
+The field's grid and the occupancy estimator live on one set of bricks (rows aligned). A change of bricks
+(`pruned`, `subdivided`: voxnerf.fields.sparse_grid) is decided here once and applied by `change_bricks` to every
+table the modules declare (`BrickModule.ROW_TABLES`: the grid's density and features, the estimator's scores and
+occupancy) and to the optimizer's per-row state of those that are parameters (Adam's moments), with one remap.
+"""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
+from torch import nn
 
 from voxnerf.fields import Field
-from voxnerf.fields.sparse_grid import STENCIL_CHUNK
+from voxnerf.fields.sparse_grid import STENCIL_CHUNK, BrickChange, BrickModule, pruned, subdivided
 from voxnerf.render.model import Model
-from voxnerf.render.occupancy import OccupancyConfig
+from voxnerf.render.occupancy import OccupancyConfig, OccupancyGrid
 from voxnerf.run.config import Level
 
 
@@ -93,7 +101,54 @@ class TopologyStrategy:
         if model.estimator.resolution >= target:
             return False
         self.update_occupancy(model)
-        model.field.refine(target, model.estimator.is_occupied, optimizer)
-        model.estimator.refine(target)
-        self._density = None  # the field's lookups changed with its topology
+        self.refine(model, target, optimizer)
         return True
+
+    def refine(self, model: Model, resolution: int, optimizer: torch.optim.Optimizer | None) -> None:
+        """The model's bricks refined to `resolution` (`refine`: the estimator, the field's per-row tables and the
+        optimizer's state of them together), and what the strategy cached of the old ones dropped."""
+        refine(model.estimator, resolution, model.field.brick_modules(), optimizer)
+        self._density = None  # the field's lookups changed with its topology
+
+
+def refine(estimator: OccupancyGrid, resolution: int, carried: Sequence[BrickModule] = (),
+           optimizer: torch.optim.Optimizer | None = None) -> None:
+    """Prune the bricks no occupied cell touches, then halve the cell size where cells are occupied, until
+    `resolution`: the estimator and the modules `carried` (a field's `brick_modules()`, on the same bricks) change
+    together, and `optimizer`'s per-row state with their parameters. Children inherit their parent's occupancy;
+    values (parameters, moments, scores) are interpolated, which keeps a trilinear field exactly."""
+    modules = [estimator, *carried]
+    for module in carried:
+        if module.resolution != estimator.resolution or not torch.equal(module.brick_coords, estimator.brick_coords):
+            raise RuntimeError(f"{type(module).__name__} is not on the occupancy estimator's bricks")
+    while estimator.resolution < resolution:
+        change_bricks(modules, pruned(estimator.bricks, estimator.occupied), optimizer)
+        change_bricks(modules, subdivided(estimator.bricks, estimator.occupied), optimizer)
+
+
+@torch.no_grad()
+def change_bricks(modules: Sequence[BrickModule], change: BrickChange,
+                  optimizer: torch.optim.Optimizer | None = None) -> None:
+    """Move every module to `change.bricks`, each table it declares (ROW_TABLES) through its remap; a parameter
+    becomes a new one, and the optimizer's per-row state of it (tensors of its length, e.g. Adam's exp_avg and
+    exp_avg_sq) follows through the same remap, its scalar state (the step count) as it was."""
+    for module in modules:
+        for name, remap in module.ROW_TABLES.items():
+            old = getattr(module, name)
+            new = getattr(change, remap)(old.detach())
+            if isinstance(old, nn.Parameter):
+                new = nn.Parameter(new, requires_grad=old.requires_grad)
+                if optimizer is not None:
+                    _carry_state(optimizer, old, new, getattr(change, remap))
+            setattr(module, name, new)
+        module.set_bricks(change.bricks)
+
+
+def _carry_state(optimizer: torch.optim.Optimizer, old: nn.Parameter, new: nn.Parameter,
+                 remap: Callable[[torch.Tensor], torch.Tensor]) -> None:
+    """The optimizer holds `new` where it held `old`, with `old`'s per-row state remapped."""
+    state = optimizer.state.pop(old, {})
+    optimizer.state[new] = {k: remap(v) if torch.is_tensor(v) and v.dim() > 0 and len(v) == len(old) else v
+                            for k, v in state.items()}
+    for group in optimizer.param_groups:
+        group["params"] = [new if p is old else p for p in group["params"]]
