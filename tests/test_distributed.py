@@ -268,7 +268,6 @@ def test_the_rows_a_step_reads_cover_every_nonzero_gradient_row(scene_dir, tmp_p
     """The grid rows a training step read under autograd (`Field.row_spaces`: the samples' stencils, the total
     variation's vertex pairs, recomputed chunks under gradient checkpointing) include every row its loss gives a
     nonzero gradient, so ranks that exchange only those rows lose no gradient; and they are the rows exchanged."""
-    from voxnerf.train.distributed import read_mask
 
     trainer = trainer_for(scene_dir, tmp_path)
     grid = trainer.model.field.grid
@@ -277,7 +276,7 @@ def test_the_rows_a_step_reads_cover_every_nonzero_gradient_row(scene_dir, tmp_p
     def spy(parameters, statistics, spaces):
         (space,) = spaces
         assert space.tables == {"density": grid.density, "features": grid.features} and not space.undeclared
-        read = read_mask(space).bool()
+        read = space.read_mask().bool()
         nonzero = (grid.density.grad != 0) | (grid.features.grad != 0).any(1)
         seen.append((int(read.sum()), int(nonzero.sum()), bool((nonzero & ~read).any())))
         return list(statistics)
@@ -293,17 +292,16 @@ def test_the_rows_a_step_reads_cover_every_nonzero_gradient_row(scene_dir, tmp_p
 
 def test_the_read_mask_is_the_rows_the_space_saw_read():
     from voxnerf.fields.row_space import RowSpace
-    from voxnerf.train.distributed import read_mask
 
     density, features = torch.zeros(100, requires_grad=True), torch.zeros(100, 4, requires_grad=True)
     space = RowSpace("vertices", {"density": density, "features": features})
-    assert read_mask(space).sum() == 0
+    assert space.read_mask().sum() == 0
     space.read(torch.tensor([3, 3, 60]))
     with torch.no_grad():
         space.read(torch.tensor([5]))  # builds no graph: no gradient can come of it
     space.read(torch.tensor([[7], [90]]))
     space.close()
-    assert read_mask(space).nonzero().squeeze(-1).tolist() == [3, 7, 60, 90]
+    assert space.read_mask().nonzero().squeeze(-1).tolist() == [3, 7, 60, 90]
 
 
 def test_a_step_of_n_ranks_counts_in_rays_for_the_occupancy_schedule_and_the_learning_rates(scene_dir, tmp_path):

@@ -130,6 +130,19 @@ def test_a_topology_change_in_the_middle_of_a_run_carries_every_per_row_table(sp
     assert torch.isfinite(trainer.train_step()["loss"])
 
 
+def test_row_sparse_adam_trains_as_dense_adam_does(sphere_scene, tmp_path):
+    """`optim.row_sparse` (voxnerf.train.sparse_adam) updates the rows a step read and catches the others up before
+    occupancy updates, refinements, checkpoints and scoring: the run scores as the dense optimizer's does."""
+    psnr = {}
+    for row_sparse in (False, True):
+        cfg = load_config(None, [{**TOY_CONFIG, "max_steps": 150, "optim": {**TOY_CONFIG["optim"],
+                                                                              "row_sparse": row_sparse}}])
+        trainer = Trainer(load_scene(sphere_scene), cfg, tmp_path / str(row_sparse), torch.device("cpu"), quiet=True)
+        trainer.train()
+        psnr[row_sparse] = trainer.evaluate(with_lpips=False, write=False)["mean"]["psnr"]
+    assert psnr[False] > 20 and abs(psnr[True] - psnr[False]) < 0.3, psnr
+
+
 def test_a_run_killed_with_sigkill_resumes_to_the_same_quality(sphere_scene, tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     whole = tmp_path / "whole"

@@ -23,6 +23,7 @@ class RowSpace:
     Attributes:
         rows: flat int64 row indices (repeats allowed) of every declared read that built an autograd graph.
         undeclared: names of the tables that received a gradient outside the declared reads (filled by backward).
+        agreed: (K,) int64 rows some rank of a multi-process job read (set by its gradient exchange), or None.
     """
 
     def __init__(self, name: str, tables: dict[str, nn.Parameter]):
@@ -31,6 +32,7 @@ class RowSpace:
         self.name, self.tables = name, dict(tables)
         self.rows: list[torch.Tensor] = []
         self.undeclared: list[str] = []
+        self.agreed: torch.Tensor | None = None
         self._leaves = {k: p.detach().requires_grad_(p.requires_grad) for k, p in self.tables.items()}
         self._hooks = [p.register_hook(self._noting(k)) for k, p in self.tables.items() if p.requires_grad]
 
@@ -45,6 +47,20 @@ class RowSpace:
             return self.tables
         self.rows.append(rows.reshape(-1))
         return self._leaves
+
+    def read_mask(self) -> torch.Tensor:
+        """(V,) uint8: 1 at the rows this step's declared reads noted (a scatter of a few hundred thousand indices),
+        the only rows whose gradient a declared read can make nonzero."""
+        table = next(iter(self.tables.values()))
+        mask = torch.zeros(self.num_rows, dtype=torch.uint8, device=table.device)
+        return mask.index_fill_(0, torch.cat(self.rows).long(), 1) if self.rows else mask
+
+    def rows_to_update(self) -> torch.Tensor:
+        """(K,) int64 unique rows whose gradient may be nonzero after the step's exchange: those some rank read
+        (`agreed`), or this process's reads."""
+        if self.agreed is not None:
+            return self.agreed
+        return torch.nonzero(self.read_mask()).squeeze(-1)
 
     def close(self) -> None:
         """Add the declared reads' gradients to the tables' .grad (after backward) and stop watching them."""

@@ -68,7 +68,8 @@ class SparseVoxelField(Field):
     # ---- training -------------------------------------------------------------------------------------------
     def param_groups(self, optim) -> list[dict]:
         return [
-            {"name": "grid", "params": [self.grid.density, self.grid.features], "lr": optim.lr_grid},
+            {"name": "grid", "params": [self.grid.density, self.grid.features], "lr": optim.lr_grid,
+             "row_sparse": True},  # tables of the row space below: a row-sparse optimizer may update read rows only
             {"name": "decoder", "params": list(self.decoder.parameters()), "lr": optim.lr_decoder},
         ]
 

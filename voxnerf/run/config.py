@@ -45,6 +45,8 @@ class OptimConfig:
     tv_density: float = 0.0  # total variation on the raw density of random occupied vertices (smooths floaters)
     tv_features: float = 0.0  # total variation on their features
     tv_vertices: int = 16384  # occupied vertices drawn per step for total variation
+    row_sparse: bool = False  # Adam updates the grid only at the rows a step read, with dense Adam's result
+    #                          (voxnerf.train.sparse_adam): a step's cost follows its samples, not the table
 
 
 @dataclass

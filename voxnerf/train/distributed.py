@@ -134,6 +134,8 @@ class World:
             check_declared(space)
         params = list(parameters)
         rows, present, summed = self._agree(params, statistics, spaces)
+        for space, index in zip(spaces, rows):
+            space.agreed = index  # what a row-sparse optimizer updates (voxnerf.train.sparse_adam)
         tables = {id(p) for space in spaces for p in space.tables.values()}
         # what each parameter sends: all of an ordinary one, the read rows of a table
         entries = [(p, None, p.numel()) for p in params if id(p) not in tables]
@@ -158,15 +160,15 @@ class World:
     def _agree(self, params: list[torch.Tensor], statistics: Sequence[float], spaces: Sequence[RowSpace]
                ) -> tuple[list[torch.Tensor], dict[int, bool], list[float]]:
         """What the gradient all-reduce moves, agreed on in one MAX all-reduce of a byte buffer and one read of it
-        on the host (`_to_host`): each space's read-row mask (`read_mask`, a byte per row), a byte per parameter
-        (it has a gradient), and the statistics of every rank as float64 bytes in a slot of its own (the other
-        ranks send zeros there, so the byte-wise maximum is the sender's value).
+        on the host (`_to_host`): each space's read-row mask (`RowSpace.read_mask`, a byte per row), a byte per
+        parameter (it has a gradient), and the statistics of every rank as float64 bytes in a slot of its own (the
+        other ranks send zeros there, so the byte-wise maximum is the sender's value).
 
         Returns:
             the rows (K,) int64 of each space some rank read, on the space's device; whether each parameter (by
             id) has a gradient on some rank; the statistics summed over the ranks.
         """
-        masks = [read_mask(space) for space in spaces]
+        masks = [space.read_mask() for space in spaces]
         slots = torch.zeros(self.size, len(statistics), dtype=torch.float64)
         slots[self.rank] = torch.tensor(list(statistics), dtype=torch.float64)
         flags = torch.tensor([p.grad is not None for p in params], dtype=torch.uint8)
@@ -268,14 +270,6 @@ def _scatter_from(mean: torch.Tensor, p: torch.Tensor, index: torch.Tensor | Non
 def _to_host(t: torch.Tensor) -> np.ndarray:
     """`t` as a numpy array on the host: the exchange's one host read (a device-to-host copy under NCCL)."""
     return t.cpu().numpy()
-
-
-def read_mask(space: RowSpace) -> torch.Tensor:
-    """(V,) uint8: 1 at the rows of `space` its reads noted this step (a scatter of a few hundred thousand indices),
-    the only rows whose gradient a declared read can make nonzero."""
-    table = next(iter(space.tables.values()))
-    mask = torch.zeros(space.num_rows, dtype=torch.uint8, device=table.device)
-    return mask.index_fill_(0, torch.cat(space.rows).long(), 1) if space.rows else mask
 
 
 def check_declared(space: RowSpace) -> None:

@@ -30,6 +30,7 @@ from voxnerf.train.distributed import PeerLost, World
 from voxnerf.train.interrupt import StopRequest
 from voxnerf.system.progress import progress_bar
 from voxnerf.train.ray_sampler import RaySampler
+from voxnerf.train.sparse_adam import RowSparseAdam
 from voxnerf.train.strategy import TopologyStrategy, occupancy_for_ranks
 
 
@@ -94,7 +95,13 @@ class Trainer:
                            "lr": self.cfg.optim.lr_appearance})
         for group in groups:
             group["base_lr"] = group["lr"]
-        return torch.optim.Adam(groups, betas=(0.9, 0.99), eps=1e-15, fused=True)
+        adam = RowSparseAdam if self.cfg.optim.row_sparse else torch.optim.Adam
+        return adam(groups, betas=(0.9, 0.99), eps=1e-15, fused=True)
+
+    def _catch_up(self) -> None:
+        """Every row of the grid as dense Adam would have it (a row-sparse optimizer owes rows it did not read)."""
+        if isinstance(self.optimizer, RowSparseAdam):
+            self.optimizer.catch_up()
 
     def _restore(self, ckpt: dict) -> None:
         self.model = Model.from_checkpoint(ckpt).to(self.device)
@@ -112,6 +119,7 @@ class Trainer:
 
     def checkpoint(self) -> None:
         """Write the run's state atomically to out/checkpoint.pt (rank 0 only)."""
+        self._catch_up()
         if not self.world.is_main:
             return
         save_atomic({
@@ -178,6 +186,8 @@ class Trainer:
         clock = self.own_time + time.perf_counter() - start if self.world.is_main else 0.0
         num_samples, self.elapsed, stops = self.world.all_reduce_gradients(
             self.model.parameters(), [result.num_samples, clock, float(self.stop.requested)], spaces)
+        if isinstance(self.optimizer, RowSparseAdam):
+            self.optimizer.set_rows({p: space.rows_to_update() for space in spaces for p in space.tables.values()})
         del spaces  # the stencils (N, 8) need not outlive the exchange (a refinement below is the memory peak)
         self.scaler.step(self.optimizer)
         self.scaler.update()
@@ -285,6 +295,7 @@ class Trainer:
     def _snapshot_if_due(self) -> None:
         while self.eval_at and self.elapsed >= self.eval_at[0]:
             t = self.eval_at.pop(0)
+            self._catch_up()  # on every rank alike: ranks stay identical
             if not self.world.is_main:
                 continue
             scores = self.evaluate(every=self.cfg.eval_every_view, with_lpips=False, write=False)
@@ -300,6 +311,7 @@ class Trainer:
                  progress: bool = False) -> dict:
         """Render every `every`-th view of `split` and score it (`score_split`, with a bar when `progress`);
         written into the run folder (eval.json, eval_SPLIT.json for other splits) when `write`."""
+        self._catch_up()
         release_freed_memory()  # what training steps kept would stay resident beside the renders' own
         result = score_split(self.render_view, self.scene, split, every, with_lpips, progress)
         if write:
