@@ -46,7 +46,7 @@ def test_row_sparse_steps_match_dense_adam_through_skipped_steps_and_catch_ups()
             for d, s in zip(dense_tables, sparse_tables):
                 assert torch.allclose(d, s, rtol=1e-5, atol=1e-5), (step, (d - s).abs().max())
                 for key in ("exp_avg", "exp_avg_sq"):
-                    assert torch.allclose(dense.state[d][key], sparse.state[s][key], rtol=1e-4, atol=1e-9)
+                    assert torch.allclose(dense.state[d][key], sparse.state[s][key], rtol=1e-3, atol=1e-8)
             assert torch.allclose(dense_mlp, sparse_mlp)
     assert not torch.allclose(sparse_tables[0][250:], tables(0)[0][250:])  # read once, yet they kept moving
 
