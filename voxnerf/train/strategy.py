@@ -97,12 +97,12 @@ class TopologyStrategy:
         if step + 1 < cfg.warmup_steps:
             return False
         if (step + 1) % cfg.update_every == 0 or step + 1 == cfg.warmup_steps:
-            _catch_up(optimizer)  # the update reads every row's density
+            catch_up(optimizer)  # the update reads every row's density
             self.update_occupancy(model)
         target = self.level(progress).resolution
         if model.estimator.resolution >= target:
             return False
-        _catch_up(optimizer)
+        catch_up(optimizer)
         self.update_occupancy(model)
         self.refine(model, target, optimizer)
         return True
@@ -114,7 +114,7 @@ class TopologyStrategy:
         self._density = None  # the field's lookups changed with its topology
 
 
-def _catch_up(optimizer: torch.optim.Optimizer | None) -> None:
+def catch_up(optimizer: torch.optim.Optimizer | None) -> None:
     """A row-sparse optimizer's rows brought to dense Adam's state before something reads or remaps them all."""
     if isinstance(optimizer, RowSparseAdam):
         optimizer.catch_up()
@@ -141,7 +141,7 @@ def change_bricks(modules: Sequence[BrickModule], change: BrickChange,
     """Move every module to `change.bricks`, each table it declares (ROW_TABLES) through its remap; a parameter
     becomes a new one, and the optimizer's per-row state of it (tensors of its length, e.g. Adam's exp_avg and
     exp_avg_sq) follows through the same remap, its scalar state (the step count) as it was."""
-    _catch_up(optimizer)
+    catch_up(optimizer)
     for module in modules:
         for name, remap in module.ROW_TABLES.items():
             old = getattr(module, name)

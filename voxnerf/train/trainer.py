@@ -31,7 +31,7 @@ from voxnerf.train.interrupt import StopRequest
 from voxnerf.system.progress import progress_bar
 from voxnerf.train.ray_sampler import RaySampler
 from voxnerf.train.sparse_adam import RowSparseAdam
-from voxnerf.train.strategy import TopologyStrategy, occupancy_for_ranks
+from voxnerf.train.strategy import TopologyStrategy, catch_up, occupancy_for_ranks
 
 
 class Trainer:
@@ -100,8 +100,7 @@ class Trainer:
 
     def _catch_up(self) -> None:
         """Every row of the grid as dense Adam would have it (a row-sparse optimizer owes rows it did not read)."""
-        if isinstance(self.optimizer, RowSparseAdam):
-            self.optimizer.catch_up()
+        catch_up(self.optimizer)
 
     def _restore(self, ckpt: dict) -> None:
         self.model = Model.from_checkpoint(ckpt).to(self.device)
