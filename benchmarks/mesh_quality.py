@@ -1,6 +1,7 @@
-"""A run's density meshes and their numbers (issue 25): meshes at the fixed and the automatic iso value, colored
-from the photos (smoothed: the default export) and, as before issue 25, by the field seen head-on (unsmoothed),
-scored against the scene's test views; a before/after picture of the two.
+"""A run's density meshes and their numbers (issues 25, 40): meshes at the fixed and the automatic iso value, colored
+from the photos (the default export) and, as before issue 25, by the field seen head-on (unsmoothed, on the grid's
+vertices), scored against the scene's test views; a before/after picture of the two; a light mesh (decimated to
+--light faces) with vertex colors and with a texture.
 
     voxnerf train ../shared/data/nerf_synthetic/lego_100 --max-time 300 --out runs/lego
     python benchmarks/mesh_quality.py runs/lego --png docs/export_lego.png
@@ -11,17 +12,17 @@ The scores need the ground truth's silhouettes: images with alpha (NeRF-Syntheti
 capture such as ethiopianHead_8).
 
 For each mesh it prints the vertex and face counts, its topology (connected components, boundary and non-manifold
-edges, open3d's watertight test), its roughness (mean angle between the normals of adjacent faces: facets and
+edges, open3d's manifold tests), its roughness (mean angle between the normals of adjacent faces: facets and
 speckle raise it), the export time, and two scores on the test views: the IoU of the
 mesh's silhouette (open3d ray casting) with the ground-truth alpha (or mask) > 0.5, and the PSNR of the mesh's interpolated
 vertex colors against the ground-truth colors where both cover a pixel. For the run itself ("surface") it prints how
 thick its rendered surface is: the median and 90th percentile over the test views' object pixels of the depth spread
 of each ray's compositing weights, in cells (a haze several cells deep blurs renders and crumples meshes). The PNG
 shows the automatic-iso-value mesh from near the first test camera, rendered by `voxnerf.view.occupancy.screenshot`: left the head-on, unsmoothed
-mesh (before issue 25), right the default export; `--taubin N` and `--samples N` variants are drawn beside it as
-PNG_taubinN.png and PNG_samplesN.png. The textured export of the same mesh (GLB) is scored too ("textured": texture
-PSNR, to compare with "auto"'s vertex-color PSNR), and PNG_texture.png shows the first test view: the photo, the
-vertex colors, the texture (ray cast, nearest-neighbour upscaled).
+mesh (before issue 25), right the default export; `--smoothing N` and `--samples N` variants are drawn beside it as
+PNG_smoothingN.png and PNG_samplesN.png. The light mesh is exported twice, with vertex colors ("light_vertex") and
+as a GLB with a texture ("light_texture"), and PNG_texture.png shows the first test view: the photo, the default
+export's vertex colors, the light mesh's vertex colors and its texture (ray cast, nearest-neighbour upscaled).
 """
 
 from __future__ import annotations
@@ -41,8 +42,10 @@ from voxnerf.data.scene import Scene
 from voxnerf.export import export_mesh
 from voxnerf.export.box import crop_box
 from voxnerf.export.depth import spread_views
+from voxnerf.export.atlas import faces_for_texture
 from voxnerf.export.iso import DEFAULT_ISO, auto_iso
-from voxnerf.export.texture import mesh_colors
+from voxnerf.export.mesh import FINER
+from voxnerf.export.texture import TEXTURE_SIZE, mesh_colors
 from voxnerf.render.renderer import weight_spread
 from voxnerf.run.load import Run, load_run
 from voxnerf.view.occupancy import screenshot, viewpoint
@@ -51,13 +54,14 @@ VIEWS = 25  # test views scored (evenly spread; all when there are fewer)
 
 
 def topology(mesh: o3d.geometry.TriangleMesh) -> dict:
-    """Counts of vertices, faces, components, boundary edges (one face) and non-manifold edges (3+ faces)."""
+    """Counts of vertices, faces, components, boundary edges (one face) and non-manifold edges (3+ faces), and
+    open3d's manifold tests (not `is_watertight`: its self-intersection test is quadratic, minutes on 500k faces)."""
     edges = np.sort(np.asarray(mesh.triangles)[:, [0, 1, 1, 2, 2, 0]].reshape(-1, 2), axis=1)
     _, faces_per_edge = np.unique(edges, axis=0, return_counts=True)
     return {"vertices": len(mesh.vertices), "faces": len(mesh.triangles),
             "components": len(mesh.cluster_connected_triangles()[1]),
             "boundary_edges": int((faces_per_edge == 1).sum()), "nonmanifold_edges": int((faces_per_edge > 2).sum()),
-            "open3d_watertight": bool(mesh.is_watertight())}
+            "edge_manifold": bool(mesh.is_edge_manifold()), "vertex_manifold": bool(mesh.is_vertex_manifold())}
 
 
 def roughness(mesh: o3d.geometry.TriangleMesh) -> float:
@@ -141,8 +145,9 @@ def measure(run: Run, scene: Scene, iso: float, out: Path, **options) -> tuple[o
     start = time.perf_counter()
     mesh = export_mesh(run, out, iso=iso, **options)
     seconds = time.perf_counter() - start
-    return mesh, {"iso": round(iso, 4), **options, "export_s": round(seconds, 2), **topology(mesh),
-                  "roughness_deg": roughness(mesh), **view_scores(mesh, scene)}
+    shape = {} if mesh.has_textures() else {**topology(mesh), "roughness_deg": roughness(mesh)}  # atlas: split faces
+    return mesh, {"iso": round(iso, 4), **options, "export_s": round(seconds, 2), "faces": len(mesh.triangles),
+                  **shape, **view_scores(mesh, scene)}
 
 
 def main() -> None:
@@ -154,8 +159,11 @@ def main() -> None:
     parser.add_argument("--samples", type=int, nargs="*", default=[],
                         help="also score (and draw, beside --png) marching cubes on this many samples per axis (the "
                              "trilinear density sampled finer than the grid)")
-    parser.add_argument("--taubin", type=int, nargs="*", default=[],
-                        help="also score (and draw, beside --png) these Taubin iterations")
+    parser.add_argument("--smoothing", type=int, nargs="*", default=[],
+                        help="also score (and draw, beside --png) these steps of neighbour averaging")
+    parser.add_argument("--light", type=int, default=faces_for_texture(TEXTURE_SIZE),
+                        help="faces of the light mesh, scored with vertex colors and with a texture (default: the "
+                             "most the default texture size holds)")
     args = parser.parse_args()
     run = load_run(args.run)
     scene = run.scene()
@@ -165,14 +173,19 @@ def main() -> None:
     chosen = auto_iso(run, crop_box(run))
     iso_s = time.perf_counter() - start
     _, fixed = measure(run, scene, DEFAULT_ISO, args.run / "mesh_fixed.ply")
-    before, head_on = measure(run, scene, chosen.iso, args.run / "mesh_head_on.ply", colors="field", taubin=0)
-    options = [{"taubin": t} for t in args.taubin] + [{"samples": n} for n in args.samples]
+    grid = run.model.estimator.resolution
+    before, head_on = measure(run, scene, chosen.iso, args.run / "mesh_head_on.ply", colors="field", smoothing=0,
+                              samples=grid)
+    options = [{"smoothing": t} for t in args.smoothing] + [{"samples": n} for n in args.samples]
     variants = [measure(run, scene, chosen.iso, args.run / "mesh_variant.ply", **o) for o in options]
     mesh, auto = measure(run, scene, chosen.iso, args.mesh or args.run / "mesh_auto.ply")
     auto |= {"iso_s": round(iso_s, 2), "iso_iou": round(chosen.iou, 4), "iso_rays": chosen.rays}
-    textured_mesh, textured = measure(run, scene, chosen.iso, args.run / "mesh_auto.glb", texture=True)
+    auto["samples"] = FINER * grid
+    light, light_vertex = measure(run, scene, chosen.iso, args.run / "mesh_light.ply", target_faces=args.light)
+    textured_mesh, textured = measure(run, scene, chosen.iso, args.run / "mesh_light.glb", target_faces=args.light,
+                                      texture=True)
     textured["texture"] = list(np.asarray(textured_mesh.textures[0]).shape[:2])
-    write_color_views(scene, [mesh, textured_mesh], args.png.with_name(f"{args.png.stem}_texture.png"))
+    write_color_views(scene, [mesh, light, textured_mesh], args.png.with_name(f"{args.png.stem}_texture.png"))
     test = scene.cameras.subset(scene.split_indices("test")[:1])
     view = viewpoint(run, test)
     pictures = [screenshot([m], args.png, view, width=640, height=600, zoom=0.7) for m in (before, mesh)]
@@ -182,7 +195,7 @@ def main() -> None:
         screenshot([variant], args.png.with_name(f"{args.png.stem}_{name}.png"), view, width=640, height=600,
                    zoom=0.7)
     print(json.dumps({"fixed": fixed, "head_on": head_on, "variants": [v for _, v in variants], "auto": auto,
-                      "textured": textured,
+                      "light_vertex": light_vertex, "light_texture": textured,
                       "surface": ray_spread(run, scene), "png": str(args.png)}, indent=2))
 
 

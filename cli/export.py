@@ -49,7 +49,8 @@ def export(
                               f"in (0, 1) ({DEFAULT_ISO}: NSVF's); or auto: the iso value whose silhouettes match the "
                               "field's rendering of the training views (a trained density is soft); a run where no "
                               f"iso value matches them (IoU < {WEAK_IOU}) is refused."),
-    resolution: Optional[int] = typer.Option(None, help="Samples per axis over the unit box (default: the grid's)."),
+    resolution: Optional[int] = typer.Option(None, help="Samples per axis over the unit box (default: twice the grid's for "
+                                                 "density meshes and grid points, the grid's for TSDF)."),
     bbox: Optional[str] = typer.Option(None, help="Keep x0,y0,z0,x1,y1,z1 (world units); default the scene box."),
     min_component: float = typer.Option(0.05, help="Drop mesh parts smaller than this fraction of the largest."),
     target_faces: Optional[int] = typer.Option(None, min=4, help="Decimate the mesh to about this many faces."),
@@ -64,12 +65,13 @@ def export(
     views: Optional[int] = typer.Option(None, min=2, help="--method tsdf and --source depth: render this many "
                                         "training views, spread over the cameras (default all; each is a full "
                                         "rendering)."),
-    texture: bool = typer.Option(False, "--texture/--no-texture", help="Bake the colors into a texture over a UV "
-                                 "atlas (.obj, with its .mtl and .png beside it, or .glb, embedded) instead of "
-                                 "coloring the vertices; experimental: below vertex colors on real runs so far."),
+    texture: bool = typer.Option(False, "--texture/--no-texture", help="Bake the colors into a texture (.obj, with "
+                                 "its .mtl and .png beside it, or .glb, embedded) instead of coloring the vertices: "
+                                 "each face gets a square cell of it, so a mesh of more than (size / 4)^2 faces is "
+                                 "decimated first. Worth it for a light mesh (--target-faces): it keeps the detail "
+                                 "that the vertex colors of large faces blur."),
     texture_size: int = typer.Option(TEXTURE_SIZE, help=f"Largest texture width and height in texels (up to "
-                                     f"{MAX_TEXTURE}); the texture has about one texel per photo pixel at the "
-                                     "surface, at most this."),
+                                     f"{MAX_TEXTURE})."),
     device: str = typer.Option("auto", help="auto | cpu | cuda"),
     threads: Optional[int] = threads_option(),
 ) -> None:

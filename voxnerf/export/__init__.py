@@ -15,8 +15,8 @@ Colors come from the training photos (`photo`), or from the field seen head-on w
 colors, or for .obj and .glb with texture=True as a texture over a UV atlas (`texture`, `atlas`).
 
 Modules: `mesh` (marching cubes over occupied blocks, smoothing, cleanup), `iso` (the automatic iso value), `tsdf`
-(open3d fusion), `pointcloud` (grid or depth points), `photo` (colors from the photos), `atlas` (UV charts and
-packing), `texture` (texture baking), `depth` (rendered views of
+(open3d fusion), `pointcloud` (grid or depth points), `photo` (colors from the photos), `atlas` (a texture cell
+for each face), `texture` (texture baking), `depth` (rendered views of
 the training cameras), `query` (log density, normals, colors of the field), `box` (crop region), `output` (writing
 and summary).
 """
@@ -29,9 +29,10 @@ import numpy as np
 import open3d as o3d
 
 from voxnerf.errors import VoxnerfError
+from voxnerf.export.atlas import faces_for_texture
 from voxnerf.export.box import crop_box, require_box_space
 from voxnerf.export.iso import DEFAULT_ISO, auto_iso
-from voxnerf.export.mesh import TAUBIN, clean_mesh, crop, drop_hidden, field_mesh
+from voxnerf.export.mesh import SMOOTHING, clean_mesh, crop, drop_hidden, field_mesh
 from voxnerf.export.output import MESH_FORMATS, POINTCLOUD_FORMATS, check_output, write_mesh, write_pointcloud
 from voxnerf.export.photo import check_colors, color_mesh
 from voxnerf.export.pointcloud import surface_points
@@ -45,7 +46,7 @@ METHODS = ("density", "tsdf")
 def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int | None = None,
                 iso: float = DEFAULT_ISO, bbox: np.ndarray | None = None, min_component: float = 0.05,
                 target_faces: int | None = None, hidden: bool = False, colors: str = "photos",
-                taubin: int = TAUBIN, views: int | None = None, texture: bool = False,
+                smoothing: int = SMOOTHING, views: int | None = None, texture: bool = False,
                 texture_size: int = TEXTURE_SIZE, progress: bool = False) -> o3d.geometry.TriangleMesh:
     """Extract, crop, clean and write a mesh of the run in world units (.ply, .obj or .glb by `out`'s suffix).
 
@@ -53,8 +54,8 @@ def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int
         run: the loaded run.
         out: the file to write.
         method: "density" (the opacity iso-surface, by marching cubes) or "tsdf" (fusion of rendered depth).
-        samples: lattice samples per axis over the unit box (density) or TSDF voxels per unit-box width (tsdf);
-            default the grid's resolution.
+        samples: lattice samples per axis over the unit box (density; default `mesh.FINER` times the grid's
+            resolution) or TSDF voxels per unit-box width (tsdf; default the grid's resolution).
         iso: iso value of the opacity of one grid cell, 1 - exp(-sigma * cell) (density only); see
             `iso.auto_iso` for the iso value that matches the field's rendered silhouettes.
         bbox: (2, 3) world box to keep; default the scene's box of interest.
@@ -64,10 +65,11 @@ def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int
             run's scene folder for the cameras).
         colors: "photos" (the training photos that see each vertex, see `photo`; needs the run's scene folder) or
             "field" (the field's color seen head-on).
-        taubin: Taubin smoothing iterations of the density mesh (see `mesh.field_mesh`).
+        smoothing: steps of neighbour averaging of the density mesh (see `mesh.field_mesh`).
         views: tsdf fuses this many training views spread over the cameras (default all: a rendering each).
-        texture: bake `colors` into a texture over a UV atlas (see `texture`) instead of coloring the vertices
-            (.obj and .glb only; on real runs its PSNR is still below the vertex colors', benchmarks/RESULTS.md).
+        texture: bake `colors` into a texture, a cell of it for each face (see `texture`, `atlas`), instead of
+            coloring the vertices (.obj and .glb only); a mesh of more than `atlas.faces_for_texture(texture_size)`
+            faces is decimated to that first.
         texture_size: largest texture width and height in texels.
         progress: show progress bars.
     Returns:
@@ -81,14 +83,16 @@ def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int
         raise VoxnerfError(f"--iso {iso}: the opacity iso value must lie in (0, 1)")
     check_colors(colors)
     box = crop_box(run, bbox)
-    samples = samples or run.model.estimator.resolution
     if method == "density":
         require_box_space(run, "--method density", "--method tsdf")
-        mesh = field_mesh(run, box, samples, iso, taubin, progress)
+        mesh = field_mesh(run, box, samples, iso, smoothing, progress)
     else:
-        mesh = crop(fuse(run, 2.0 / samples / run.scale, views=views, progress=progress), box)
+        voxel = 2.0 / (samples or run.model.estimator.resolution) / run.scale
+        mesh = crop(fuse(run, voxel, views=views, progress=progress), box)
     if not hidden:
         mesh = drop_hidden(mesh, run.training_cameras())
+    if texture:  # a face's cell needs MIN_CELL texels a side (`atlas`)
+        target_faces = min(target_faces or faces_for_texture(texture_size), faces_for_texture(texture_size))
     mesh = clean_mesh(mesh, min_component, target_faces)
     if texture:
         mesh = textured_mesh(run, mesh, colors, texture_size, progress)

@@ -1,18 +1,23 @@
-"""UV atlases of meshes: charts by box projection, packed into one rectangle by xatlas.
+"""UV atlases of meshes: one square cell of the texture per face, so that no two faces can share a texel.
 
-Each face goes to the box side its normal faces most (+x, -x, +y, ...); the faces of one side that share vertices
-form a chart, flattened by projecting it onto that side's plane (no face is stretched by more than sqrt(3), and
-no face of a chart flips: its normals all point to the same side). xatlas packs the charts (`Atlas.add_uv_mesh`).
-xatlas's own charting follows the normals' noise on a density mesh: on ethiopianHead_8's mesh decimated to 30,000
-faces it cut 6,400 charts in 88 s (2 cores), against 4.6 s to pack the 8,600 box charts of its 360,000 faces.
+The texture is cut into a grid of n x n-texel cells, one per face. A face maps affinely onto the right triangle in
+the top-left half of its cell whose corners are the centers of the cell's corner texels (its first vertex at the
+top-left texel, the second at the top-right, the third at the bottom-left). Every texel of the cell is baked
+(`cell_texels`): those the triangle covers with their own point of the face, the rest with the nearest point of
+the face's edge, so a viewer's bilinear filter, which reads the texels within one texel of a UV, only ever reads
+the face's own colors. Charts of many faces, the alternative, fold over themselves on a density mesh's crumpled
+surface (faces of one side joined through tilted slivers share texels, benchmarks/RESULTS.md, issue 40) and take
+xatlas minutes to cut; a cell per face cannot fold and costs nothing to lay out, at the price of a texture that is
+no use for painting by hand and of mipmaps that blend neighbouring cells. The faces are laid out in the Morton
+order of their centers, so that cells side by side hold nearby faces and a coarse mipmap blends nearby colors.
 
-A vertex on a chart's boundary belongs to several charts, so the atlas splits it: an atlas mesh has more vertices
-than its geometry, each with one UV. UVs follow glTF's image convention: u to the right, v downward, (0, 0) the
-texture's top-left corner, texel (row r, column c) centered at ((c + 0.5) / W, (r + 0.5) / H).
+Every face gets the same cell, so the cell is as large as the texture allows (at least MIN_CELL texels a side,
+`faces_for_texture`: a mesh with more faces is decimated first). The texels each face gets then follow its size only
+in that a small face's texels lie closer together on the surface: a near-uniform mesh (marching cubes, quadric
+decimation) keeps the texel density near uniform.
 
-The texel density follows the photos: TEXELS_PER_PIXEL texels per photo pixel at the surface's typical distance
-(`photo_texel_density`), so a texture holds what the photos resolve; an atlas larger than the largest allowed size
-is scaled down to it. Texture sides are powers of two (WebGL 1 mipmaps no others), the atlas stretched to fill them.
+UVs follow glTF's image convention: u to the right, v downward, (0, 0) the texture's top-left corner, texel (row
+r, column c) centered at ((c + 0.5) / W, (r + 0.5) / H).
 """
 
 from __future__ import annotations
@@ -20,79 +25,109 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import xatlas
 
-from voxnerf.data.cameras import Cameras
-
-PADDING = 2  # empty texels around each chart (filled by `texture.pad_seams`)
-TEXELS_PER_PIXEL = 1.0  # texels per photo pixel at the surface's median distance
-PLANES = np.array([[1, 2], [2, 0], [0, 1]])  # the two axes kept when projecting along x, y, z
+MIN_CELL = 4  # texels a side of a face's cell: 10 of its 16 texels inside the face
 
 
 @dataclass
 class Atlas:
-    """A mesh cut into charts and flattened.
+    """A mesh's faces laid out in the cells of a texture.
 
     Attributes:
-        source: (V',) int64 index of each atlas vertex's vertex in the input mesh.
+        source: (3F,) int64 index of each atlas vertex's vertex in the input mesh (each face has its own three).
         faces: (F, 3) int64 atlas vertex indices, the input faces in the same order.
-        uv: (V', 2) float64 texture coordinates in [0, 1] (glTF convention, see the module docstring).
+        uv: (3F, 2) float64 texture coordinates in [0, 1] (glTF convention, see the module docstring).
+        cell: n, texels a side of a face's cell.
+        origin: (F, 2) int64 column and row of the top-left texel of each face's cell.
         size: (width, height) of the texture in texels.
     """
 
     source: np.ndarray
     faces: np.ndarray
     uv: np.ndarray
+    cell: int
+    origin: np.ndarray
     size: tuple[int, int]
 
 
-def photo_texel_density(cameras: Cameras, points: np.ndarray) -> float:
-    """Texels per world unit: TEXELS_PER_PIXEL times the median over the cameras (world units) of focal / (median
-    distance from the camera to the surface points (N, 3))."""
-    per_view = [cameras.intrinsics[i, :2].mean() / np.median(np.linalg.norm(points - cameras.c2w[i][:, 3], axis=1))
-                for i in range(len(cameras))]
-    return TEXELS_PER_PIXEL * float(np.median(per_view))
+def faces_for_texture(max_size: int) -> int:
+    """The most faces a texture of max_size x max_size texels holds at MIN_CELL texels a side per face."""
+    return (max_size // MIN_CELL) ** 2
 
 
-def box_charts(vertices: np.ndarray, faces: np.ndarray,
-               normals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The box-projection charts of a mesh (see the module docstring).
+def morton_order(points: np.ndarray) -> np.ndarray:
+    """(N,) int64 order of points (N, 3) along a Z-order (Morton) curve through their bounding box (10 bits an
+    axis)."""
+    lo, hi = points.min(0), points.max(0)
+    q = ((points - lo) / np.maximum(hi - lo, 1e-12) * 1023).astype(np.int64)
+    code = np.zeros(len(points), np.int64)
+    for bit in range(10):
+        for axis in range(3):
+            code |= ((q[:, axis] >> bit) & 1) << (3 * bit + axis)
+    return np.argsort(code, kind="stable")
 
-    Args:
-        vertices: (V, 3) positions.
-        faces: (F, 3) vertex indices.
-        normals: (F, 3) face normals.
+
+def cell_layout(count: int, max_size: int) -> tuple[int, int, tuple[int, int]]:
+    """The largest square cell that fits `count` cells into a texture at most max_size texels a side.
+
     Returns:
-        source (V',) int64 vertex of each chart vertex, faces (F, 3) int64 into the chart vertices and uv (V', 2)
-        float64 chart coordinates in the units of `vertices`.
+        n (texels a side of a cell), the cells per row and the texture (width, height), each side a power of two
+        (WebGL 1 mipmaps no others); the height is the smallest power of two that holds the rows.
+    Raises:
+        ValueError when the cells would be smaller than MIN_CELL (the mesh has more than `faces_for_texture`).
     """
-    axis = np.abs(normals).argmax(1)
-    side = 2 * axis + (normals[np.arange(len(faces)), axis] > 0)
-    keys, chart_faces = np.unique(faces.astype(np.int64) * 6 + side[:, None], return_inverse=True)
-    source = keys // 6
-    planes = PLANES[keys % 6 // 2]
-    return source, chart_faces.reshape(-1, 3), np.take_along_axis(vertices[source], planes, 1)
+    n = max_size // int(np.ceil(np.sqrt(count)))
+    while n >= MIN_CELL and (max_size // (n + 1)) ** 2 >= count:
+        n += 1
+    while n >= MIN_CELL and (max_size // n) ** 2 < count:
+        n -= 1
+    if n < MIN_CELL:
+        raise ValueError(f"{count} faces need cells below {MIN_CELL} texels in a {max_size}^2 texture")
+    per_row = max_size // n
+    width = 1 << int(np.ceil(np.log2(per_row * n)))
+    height = 1 << int(np.ceil(np.log2(int(np.ceil(count / per_row)) * n)))
+    return n, per_row, (min(width, max_size), min(height, max_size))
 
 
-def uv_atlas(vertices: np.ndarray, faces: np.ndarray, normals: np.ndarray, texels_per_unit: float,
-             max_size: int) -> Atlas:
-    """The UV atlas of a mesh at about `texels_per_unit` texels per unit of length, at most `max_size` texels a side.
+def face_atlas(vertices: np.ndarray, faces: np.ndarray, max_size: int) -> Atlas:
+    """The atlas of a mesh with a cell for each face (see the module docstring).
 
     Args:
-        vertices: (V, 3) positions.
-        faces: (F, 3) vertex indices.
-        normals: (F, 3) face normals.
-        texels_per_unit: wanted texel density.
-        max_size: largest texture width and height (a power of two); a larger atlas is scaled down to it.
+        vertices: (V, 3) positions (their Morton order lays out the cells).
+        faces: (F, 3) vertex indices, F <= faces_for_texture(max_size).
+        max_size: largest texture width and height (a power of two).
     """
-    source, chart_faces, chart_uv = box_charts(vertices, faces, normals)
-    atlas = xatlas.Atlas()
-    atlas.add_uv_mesh(np.ascontiguousarray(chart_uv, np.float32), np.ascontiguousarray(chart_faces, np.uint32))
-    pack = xatlas.PackOptions()
-    pack.padding, pack.bilinear, pack.texels_per_unit = PADDING, True, float(texels_per_unit)
-    atlas.generate(pack_options=pack)
-    chart_vertex, atlas_faces, uv = atlas[0]
-    size = tuple(min(1 << int(np.ceil(np.log2(side))), max_size) for side in (atlas.width, atlas.height))
-    lo, hi = uv.min(0), uv.max(0)  # xatlas's UVs of a packed UV mesh stick out of [0, 1] by up to its padding
-    uv = (uv - lo) / np.maximum(hi - lo, 1e-12)
-    return Atlas(source[chart_vertex.astype(np.int64)], atlas_faces.astype(np.int64), uv.astype(np.float64), size)
+    n, per_row, (w, h) = cell_layout(len(faces), max_size)
+    slot = np.empty(len(faces), np.int64)
+    slot[morton_order(vertices[faces].mean(1))] = np.arange(len(faces))
+    origin = np.stack([slot % per_row, slot // per_row], 1) * n
+    corners = np.array([[0.5, 0.5], [n - 0.5, 0.5], [0.5, n - 0.5]])  # texel units within the cell
+    uv = (origin[:, None, :] + corners) / np.array([w, h])
+    return Atlas(faces.reshape(-1).astype(np.int64), np.arange(3 * len(faces)).reshape(-1, 3), uv.reshape(-1, 2),
+                 n, origin, (w, h))
+
+
+def cell_barycentrics(n: int) -> np.ndarray:
+    """(n * n, 3) barycentric coordinates, row-major over an n x n cell, of the face point each texel bakes: the
+    point at its center when the triangle covers it, else the nearest point of the triangle's long edge."""
+    t, s = np.mgrid[0:n, 0:n] / (n - 1)  # along the second (s) and third (t) vertex's legs
+    s, t = s.ravel(), t.ravel()
+    beyond = s + t > 1
+    s_edge = np.clip((s - t + 1) / 2, 0, 1)  # the foot of the perpendicular on the edge s + t = 1
+    s, t = np.where(beyond, s_edge, s), np.where(beyond, 1 - s_edge, t)
+    return np.stack([1 - s - t, s, t], 1)
+
+
+def cell_texels(atlas: Atlas) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every texel of every face's cell with the face point it bakes.
+
+    Returns:
+        texels (F * n * n,) int64 row-major indices into the (height, width) texture, face (F * n * n,) int64 and
+        barycentric (F * n * n, 3) float64 coordinates of the face's vertices, grouped face by face.
+    """
+    n, (w, _) = atlas.cell, atlas.size
+    rows, cols = np.mgrid[0:n, 0:n]
+    within = (rows * w + cols).ravel()
+    texels = (atlas.origin[:, 1] * w + atlas.origin[:, 0])[:, None] + within
+    bary = np.tile(cell_barycentrics(n), (len(atlas.faces), 1))
+    return texels.ravel(), np.repeat(np.arange(len(atlas.faces)), n * n), bary

@@ -10,10 +10,17 @@ blocks of BLOCK cubes per axis; a block is sampled only if an occupied cell reac
 its samples include the first sample of the next block (a one-sample overlap), so the block meshes share their
 boundary vertices exactly and are welded into one mesh. Memory is O(BLOCK^3), never O(S^3).
 
-The welded mesh follows the density's noise (facets, speckle); a few Taubin iterations (alternating shrinking and
-inflating Laplacian steps, which keep the volume) smooth it. On lego_100 they kept the silhouette IoU where a
-Gaussian blur of log sigma before marching (0.5-1 sample) thinned the thin parts (IoU 0.98 -> 0.91-0.98) and lost
-vertex-color PSNR (benchmarks/RESULTS.md, issue 25).
+By default the lattice has FINER samples per grid cell (S = FINER * R): the field between the grid's vertices is
+trilinear, and marching cubes at S = R cuts each cell's curved piece of surface with a few flat chords, whose
+neighbours meet at sharp angles; at S = 2R it follows the trilinear surface itself. One step of neighbour
+averaging (each vertex moved to the mean of its neighbours, open3d `filter_smooth_simple`) then takes out what is
+left of the density's cell-scale noise: at S = 2R a step moves a vertex by less than its edges' length (half a
+cell), so thin parts keep their width. On lego_100 and ethiopianHead_8 this halved the roughness (mean angle
+between adjacent faces) and kept the silhouette IoU and the color PSNR against S = R with five Taubin iterations,
+the earlier default, at 3.6-3.7x the faces (benchmarks/RESULTS.md, issue 40). Taubin iterations and a
+Gaussian blur of log sigma before marching were measured and not kept: Taubin hardly lowers the roughness (and
+raises it on a clean sphere), the blur thins lego's thin parts (issue 25). Quadric decimation
+(`--target-faces`) raises the roughness again: it folds the remaining noise into fewer, larger faces.
 """
 
 from __future__ import annotations
@@ -31,7 +38,8 @@ from voxnerf.run.load import Run
 from voxnerf.system.progress import track
 
 BLOCK = 32
-TAUBIN = 5  # Taubin smoothing iterations of the marched mesh (lego_100: facets down, silhouette IoU kept)
+FINER = 2  # lattice samples per grid cell and axis
+SMOOTHING = 1  # steps of neighbour averaging of the marched mesh
 SEEN_VIEWS = 25  # cameras (evenly spread) whose rays decide which components are seen
 WELD_PER_SAMPLE = 1 << 12  # vertices closer than 1/4096 sample spacing are welded
 
@@ -130,24 +138,23 @@ def march_blocks(model: Model, box_unit: np.ndarray, samples: int, iso: float = 
 
 
 def field_mesh(run: Run, box_world: np.ndarray, samples: int | None = None, iso: float = 0.5,
-               taubin: int = TAUBIN, progress: bool = False) -> o3d.geometry.TriangleMesh:
+               smoothing: int = SMOOTHING, progress: bool = False) -> o3d.geometry.TriangleMesh:
     """The density mesh of a run in world units, with outward vertex normals (no colors: see `photo.color_mesh`).
 
     Args:
         run: the loaded run.
         box_world: (2, 3) world region to mesh (see `box.crop_box`).
-        samples: lattice intervals per axis over the unit box; default the occupancy's resolution (its vertices).
+        samples: lattice intervals per axis over the unit box; default FINER times the occupancy's resolution.
         iso: opacity iso value.
-        taubin: iterations of Taubin smoothing of the mesh (open3d; it keeps the volume, unlike Laplacian
-            smoothing); 0: none.
+        smoothing: steps of neighbour averaging of the mesh (see the module docstring); 0: none.
         progress: show progress bars.
     """
-    samples = samples or run.model.estimator.resolution
+    samples = samples or FINER * run.model.estimator.resolution
     verts, faces = march_blocks(run.model, run.to_unit(box_world), samples, iso, progress)
     mesh = o3d.geometry.TriangleMesh(o3d.utility.Vector3dVector(run.to_world(verts)),
                                      o3d.utility.Vector3iVector(faces))
-    if taubin and len(faces):
-        mesh = mesh.filter_smooth_taubin(number_of_iterations=taubin)
+    if smoothing and len(faces):
+        mesh = mesh.filter_smooth_simple(number_of_iterations=smoothing)
     mesh.compute_vertex_normals()
     return mesh
 

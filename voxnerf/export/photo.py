@@ -93,13 +93,21 @@ def weighted_median(groups: np.ndarray, values: np.ndarray, weights: np.ndarray,
     before = np.cumsum(totals) - totals  # weight of the groups sorted ahead of each group
     out = np.zeros((count, values.shape[1]), np.float32)
     for c in range(values.shape[1]):
-        order = np.lexsort((values[:, c], groups))
+        order = np.argsort(groups + unit_interval(values[:, c]))  # by group, then value: one sort, not a lexsort
         g = groups[order]
         within = np.cumsum(weights[order]) - before[g]
         reached = np.flatnonzero(within >= 0.5 * totals[g])
-        first = np.unique(g[reached], return_index=True)[1]
-        out[g[reached[first]], c] = values[order[reached[first]], c]
+        first = reached[np.flatnonzero(np.diff(g[reached], prepend=-1))]  # the first of each group's run
+        out[g[first], c] = values[order[first], c]
     return out, totals > 0
+
+
+def unit_interval(values: np.ndarray) -> np.ndarray:
+    """(K,) float64 values mapped in order onto [0, 1) (an affine map; all zero when they are equal)."""
+    v = values.astype(np.float64)
+    if len(v) == 0:
+        return v
+    return (v - v.min()) / max(float(np.ptp(v)), 1e-300) * (1 - 1e-6)
 
 
 def photo_colors(run: Run, points: np.ndarray, normals: np.ndarray, depth_maps: DepthMaps,

@@ -1,11 +1,8 @@
-"""Textured meshes: a UV atlas (`atlas`) and a texture baked from the training photos.
+"""Textured meshes: a UV atlas with a cell of the texture for each face (`atlas`), baked from the training photos.
 
-Each texel whose center falls inside a face of the atlas (found by ray casting the flat atlas with open3d) stands
-for the surface point at the same barycentric coordinates of the face, with the interpolated vertex normal; its
-color is that point's color from the photos, the same visibility-weighted median as vertex colors
-(`photo.photo_colors`; the field's head-on color where no photo sees it). The texels no face covers take the color
-of the nearest covered texel (`pad_seams`), so that a viewer's bilinear filtering and mipmaps at a chart's edge do
-not blend in the background.
+Each texel of a face's cell stands for a point of the face (`atlas.cell_texels`) with the interpolated vertex
+normal; its color is that point's color from the photos, the same visibility-weighted median as vertex colors
+(`photo.photo_colors`; the field's head-on color where no photo sees it).
 """
 
 from __future__ import annotations
@@ -14,10 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import open3d as o3d
-from scipy import ndimage
 
 from voxnerf.errors import VoxnerfError
-from voxnerf.export.atlas import photo_texel_density, uv_atlas
+from voxnerf.export.atlas import cell_texels, face_atlas
 from voxnerf.export.output import TEXTURED_FORMATS
 from voxnerf.export.photo import bilinear, mesh_depth_maps, surface_colors
 from voxnerf.run.load import Run
@@ -36,40 +32,10 @@ def check_texture(out: Path, texture: bool, size: int) -> None:
         raise VoxnerfError(f"--texture-size {size}: expected 16 to {MAX_TEXTURE} texels")
 
 
-def texel_faces(uv: np.ndarray, faces: np.ndarray, size: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The face under each texel center of a (width, height) = `size` texture.
-
-    Args:
-        uv: (V, 2) texture coordinates in [0, 1] (v downward).
-        faces: (F, 3) vertex indices.
-        size: texture width and height.
-    Returns:
-        texels (T,) int64 row-major indices of the covered texels, face (T,) int64 and barycentric (T, 3) float64
-        coordinates of their centers in it.
-    """
-    w, h = size
-    flat = o3d.t.geometry.RaycastingScene()
-    flat.add_triangles(np.concatenate([uv, np.zeros((len(uv), 1))], 1).astype(np.float32), faces.astype(np.uint32))
-    rows, cols = np.mgrid[0:h, 0:w]
-    centers = np.stack([(cols.ravel() + 0.5) / w, (rows.ravel() + 0.5) / h], 1)
-    rays = np.concatenate([centers, np.ones((len(centers), 1)), np.tile([0.0, 0.0, -1.0], (len(centers), 1))], 1)
-    hits = flat.cast_rays(o3d.core.Tensor(rays.astype(np.float32)))
-    face = hits["primitive_ids"].numpy().astype(np.int64)
-    texels = np.flatnonzero(face != flat.INVALID_ID)
-    b = hits["primitive_uvs"].numpy()[texels].astype(np.float64)
-    return texels, face[texels], np.stack([1 - b.sum(1), b[:, 0], b[:, 1]], 1)
-
-
 def obj_uv(uv: np.ndarray) -> np.ndarray:
     """UVs (N, 2) flipped between glTF's convention (v downward, the atlas's) and OBJ's (v upward: open3d's
     `triangle_uvs`, trimesh's), either way."""
     return np.stack([uv[:, 0], 1 - uv[:, 1]], 1)
-
-
-def pad_seams(image: np.ndarray, filled: np.ndarray) -> np.ndarray:
-    """`image` (H, W, C) with each texel where `filled` (H, W) is False set to its nearest filled texel's value."""
-    nearest = ndimage.distance_transform_edt(~filled, return_distances=False, return_indices=True)
-    return image[nearest[0], nearest[1]]
 
 
 def textured_mesh(run: Run, mesh: o3d.geometry.TriangleMesh, colors: str = "photos", max_size: int = TEXTURE_SIZE,
@@ -83,26 +49,23 @@ def textured_mesh(run: Run, mesh: o3d.geometry.TriangleMesh, colors: str = "phot
         max_size: largest texture width and height in texels.
         progress: show a bar over the views.
     Returns:
-        A new open3d mesh whose vertices are the atlas's (split at chart boundaries), with vertex normals,
+        A new open3d mesh whose vertices are the atlas's (each face its own three), with vertex normals,
         `triangle_uvs` (3F, 2) and one texture (H, W, 3) uint8 as open3d reads them from an OBJ or GLB: UVs with v
         upward (`obj_uv`) and the image's rows bottom up (row 0 at v = 0); no vertex colors.
     """
     vertices, faces = np.asarray(mesh.vertices), np.asarray(mesh.triangles)
     normals = np.asarray(mesh.vertex_normals)
-    mesh.compute_triangle_normals()
-    cameras = run.training_cameras()
-    atlas = uv_atlas(vertices, faces, np.asarray(mesh.triangle_normals), photo_texel_density(cameras, vertices),
-                     max_size)
-    texels, face, bary = texel_faces(atlas.uv, atlas.faces, atlas.size)
-    corners = atlas.source[atlas.faces[face]]  # (T, 3) mesh vertices of each texel's face
+    atlas = face_atlas(vertices, faces, max_size)
+    texels, face, bary = cell_texels(atlas)
+    corners = faces[face]  # (T, 3) mesh vertices of each texel's face
     points = (vertices[corners] * bary[..., None]).sum(1)
     point_normals = (normals[corners] * bary[..., None]).sum(1)
     point_normals /= np.maximum(np.linalg.norm(point_normals, axis=1, keepdims=True), 1e-12)
     w, h = atlas.size
-    image, filled = np.zeros((h * w, 3), np.float32), np.zeros(h * w, bool)
-    image[texels] = surface_colors(run, points, point_normals, mesh_depth_maps(mesh, cameras), colors, progress)
-    filled[texels] = True
-    image = pad_seams(image.reshape(h, w, 3), filled.reshape(h, w))
+    image = np.zeros((h * w, 3), np.float32)
+    image[texels] = surface_colors(run, points, point_normals, mesh_depth_maps(mesh, run.training_cameras()), colors,
+                                   progress)
+    image = image.reshape(h, w, 3)
     out = o3d.geometry.TriangleMesh(o3d.utility.Vector3dVector(vertices[atlas.source]),
                                     o3d.utility.Vector3iVector(atlas.faces))
     out.vertex_normals = o3d.utility.Vector3dVector(normals[atlas.source])

@@ -121,23 +121,16 @@ class RowSparseAdam(torch.optim.Adam):
         its momentum, and the moments' decay."""
         beta1, beta2 = group["betas"]
         state = self.state[p]
-        last = lag.last if rows is None else lag.last[rows]
+        rows = torch.arange(len(p), device=p.device) if rows is None else rows
+        last = lag.last[rows]
         skipped = (lag.now - last).to(p.dtype)
         shape = (-1,) + (1,) * (p.dim() - 1)
         coef = lag.sums[last - lag.base].to(p.dtype).view(shape)
-        m = state["exp_avg"] if rows is None else state["exp_avg"][rows]
-        v = state["exp_avg_sq"] if rows is None else state["exp_avg_sq"][rows]
+        m, v = state["exp_avg"][rows], state["exp_avg_sq"][rows]
         drift = coef * m / (v.sqrt() + group["eps"])
-        m = m * torch.pow(beta1, skipped).view(shape)
-        v = v * torch.pow(beta2, skipped).view(shape)
-        if rows is None:
-            p.sub_(drift)
-            state["exp_avg"].copy_(m)
-            state["exp_avg_sq"].copy_(v)
-        else:
-            p.index_copy_(0, rows, p[rows] - drift)
-            state["exp_avg"].index_copy_(0, rows, m)
-            state["exp_avg_sq"].index_copy_(0, rows, v)
+        p.index_copy_(0, rows, p[rows] - drift)
+        state["exp_avg"].index_copy_(0, rows, m * torch.pow(beta1, skipped).view(shape))
+        state["exp_avg_sq"].index_copy_(0, rows, v * torch.pow(beta2, skipped).view(shape))
 
     def _catch_up(self, p: torch.Tensor, group: dict) -> None:
         lag = self._lags.pop(p, None)
