@@ -297,6 +297,13 @@ def test_a_ply_texture_is_refused_in_one_line(run, tmp_path):
         export_mesh(run, tmp_path / "m.ply", texture=True)
 
 
+def test_an_empty_textured_mesh_is_refused_in_one_line(run, tmp_path):
+    corner = run.to_world(np.array([[0.9] * 3, [0.95] * 3]))  # a corner of the grid, far from both objects
+    with pytest.raises(VoxnerfError, match="the mesh is empty"):
+        export_mesh(run, tmp_path / "m.glb", texture=True, bbox=corner)
+    assert not (tmp_path / "m.glb").exists()
+
+
 def test_texture_keeps_the_colors_that_a_coarse_meshs_vertex_colors_blur(tmp_path):
     """A cube whose faces differ in color, meshed with about 200 faces and colored by the field: vertex colors
     blend each triangle's corners across the cube's edges, the texture gives every point of a face its own color

@@ -94,7 +94,7 @@ def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int
     if texture:  # a face's cell needs MIN_CELL texels a side (`atlas`)
         target_faces = min(target_faces or faces_for_texture(texture_size), faces_for_texture(texture_size))
     mesh = clean_mesh(mesh, min_component, target_faces)
-    if texture:
+    if texture and len(mesh.triangles):  # an empty mesh is refused by `write_mesh`
         mesh = textured_mesh(run, mesh, colors, texture_size, progress)
     else:
         mesh = color_mesh(run, mesh, colors, progress)

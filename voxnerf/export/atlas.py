@@ -72,10 +72,11 @@ def cell_layout(count: int, max_size: int) -> tuple[int, int, tuple[int, int]]:
 
     Returns:
         n (texels a side of a cell), the cells per row and the texture (width, height), each side a power of two
-        (WebGL 1 mipmaps no others); the height is the smallest power of two that holds the rows.
+        when max_size is one (WebGL 1 mipmaps no others); the height is the smallest that holds the rows.
     Raises:
         ValueError when the cells would be smaller than MIN_CELL (the mesh has more than `faces_for_texture`).
     """
+    count = max(count, 1)
     n = max_size // int(np.ceil(np.sqrt(count)))
     while n >= MIN_CELL and (max_size // (n + 1)) ** 2 >= count:
         n += 1
