@@ -37,7 +37,7 @@ from voxnerf.export.box import crop_box, parse_bbox
 from voxnerf.export.depth import median_depth, opacity_crossing, spread_views
 from voxnerf.export.iso import auto_iso, silhouette_density
 from voxnerf.export.mesh import field_mesh, march_blocks
-from voxnerf.export.output import write_mesh
+from voxnerf.export.output import write_mesh, y_up_rotation
 from voxnerf.export.photo import field_colors, mesh_depth_maps, photo_colors, weighted_median
 from voxnerf.export.texture import mesh_colors
 from voxnerf.render.model import Model
@@ -245,13 +245,33 @@ def glb_json(path: Path) -> dict:
 
 
 @pytest.mark.parametrize("suffix", [".ply", ".obj", ".glb"])
-def test_mesh_files_hold_the_mesh_in_world_units(run, tmp_path, suffix):
+def test_mesh_files_hold_the_mesh_in_world_units_with_y_up_in_obj_and_glb(run, tmp_path, suffix):
+    """PLY keeps the world's axes; OBJ and GLB hold the same vertices turned so that the cameras' up is +y, as
+    glTF and Blender's and three.js's importers expect (the toy's world has z up, its 8 cameras' mean up is 16
+    degrees off it)."""
     mesh = export_mesh(run, tmp_path / f"m{suffix}", target_faces=2000)
     assert 0 < len(mesh.triangles) <= 2000
+    up = run.training_cameras().up
     back = trimesh.load(tmp_path / f"m{suffix}", force="mesh")
     assert len(back.faces) == len(mesh.triangles)
-    lo, hi = back.bounds
-    assert lo[0] == pytest.approx(-0.75, abs=0.05) and hi[0] == pytest.approx(0.69, abs=0.05)
+    world = np.asarray(mesh.vertices)
+    expected = world if suffix == ".ply" else world @ y_up_rotation(up).T
+    assert np.allclose(np.sort(back.vertices, axis=0), np.sort(expected, axis=0), atol=1e-5)
+    lo, hi = world.min(0), world.max(0)
+    assert lo[0] == pytest.approx(-0.75, abs=0.05) and hi[0] == pytest.approx(0.69, abs=0.05), "world units"
+
+
+def test_y_up_rotation_turns_up_to_y_exactly_near_an_axis_and_shortest_elsewhere():
+    for up in ([0, 0, 1], [0, 0, -1], [1, 0, 0], [0, -1, 0], [0, 1, 0], [0.05, 0.02, 1.0], [0.6, 0.0, 0.8], [-0.07, -0.94, -0.35]):
+        up = np.asarray(up, float) / np.linalg.norm(up)
+        r = y_up_rotation(up)
+        assert np.allclose(r @ r.T, np.eye(3)) and np.linalg.det(r) == pytest.approx(1)
+        snapped = np.abs(up).max() >= np.cos(np.radians(5))
+        assert np.allclose(r @ up, [0, 1, 0], atol=1e-9 if not snapped else 0.1) and (r @ up)[1] > 0.99
+        if snapped:
+            assert np.allclose(np.abs(r), np.abs(r).round()), "an axis: a signed permutation"
+        else:
+            assert np.allclose(r @ np.cross(up, [0, 1, 0]), np.cross(up, [0, 1, 0])), "about their common normal"
 
 
 def test_meshes_have_vertex_colors_and_obj_and_glb_a_texture_when_asked(run, tmp_path):

@@ -30,7 +30,6 @@ from voxnerf.run.metrics import psnr
 from voxnerf.train.session import prepare
 from voxnerf.train.trainer import Trainer
 from voxnerf.view.keyframes import Keyframe, interpolate, write_camera_path
-from voxnerf.view.paths import world_up
 from voxnerf.view.viewer import (TrainingViewer, Viewer, browser_camera, frustum_depth, frustum_points, start_position,
                                  vertical_fov)
 
@@ -176,7 +175,7 @@ def shown_nearer_than(c2w: np.ndarray, fov: float, aspect: float, target: np.nda
 def test_no_training_frustum_shows_between_the_start_camera_and_the_scene_center(name: str):
     cameras, bbox = layout(name)
     center = bbox.mean(0)
-    start = look_at(start_position(cameras, bbox), center, world_up(cameras))
+    start = look_at(start_position(cameras, bbox), center, cameras.up)
     points = frustum_samples(cameras, frustum_depth(cameras, center), np.random.default_rng(1))
     for aspect in (4 / 3, 16 / 9):  # browser windows
         assert shown_nearer_than(start, float(vertical_fov(cameras)[0]), aspect, center, points) == 0
@@ -205,7 +204,7 @@ def view_from(run: Run, eye: np.ndarray, width: int, height: int) -> Cameras:
     (the up of the training cameras, the first one's vertical field of view)."""
     cameras = run.training_cameras()
     fy = 0.5 * height / np.tan(0.5 * vertical_fov(cameras)[0])
-    return Cameras(look_at(eye, run.record.bbox.mean(0), world_up(cameras))[None], [[fy, fy, width / 2, height / 2]],
+    return Cameras(look_at(eye, run.record.bbox.mean(0), cameras.up)[None], [[fy, fy, width / 2, height / 2]],
                    [[width, height]], np.zeros((1, 4)))
 
 

@@ -49,6 +49,14 @@ class Cameras:
         """(N, 3) unit viewing directions (the camera z axis) in world coordinates."""
         return self.c2w[:, :, 2] / np.linalg.norm(self.c2w[:, :, 2], axis=-1, keepdims=True)
 
+    @property
+    def up(self) -> np.ndarray:
+        """(3,) unit vector: the mean of the cameras' up directions (OpenCV: up is -y of each camera), +z when they
+        cancel out."""
+        up = -self.c2w[:, :, 1].mean(axis=0)
+        norm = np.linalg.norm(up)
+        return up / norm if norm > 1e-8 else np.array([0.0, 0.0, 1.0])
+
     def corner_rays(self) -> np.ndarray:
         """(N, 4, 3) world directions through the four corners of each image, scaled to a camera z of 1:
         `centers[:, None] + depth * corner_rays()` are the corners at z-depth `depth`."""

@@ -33,7 +33,8 @@ from voxnerf.export.atlas import faces_for_texture
 from voxnerf.export.box import crop_box, require_box_space
 from voxnerf.export.iso import DEFAULT_ISO, auto_iso
 from voxnerf.export.mesh import SMOOTHING, clean_mesh, crop, drop_hidden, field_mesh
-from voxnerf.export.output import MESH_FORMATS, POINTCLOUD_FORMATS, check_output, write_mesh, write_pointcloud
+from voxnerf.export.output import (MESH_FORMATS, POINTCLOUD_FORMATS, Y_UP_FORMATS, check_output, write_mesh,
+                                   write_pointcloud)
 from voxnerf.export.photo import check_colors, color_mesh
 from voxnerf.export.pointcloud import surface_points
 from voxnerf.export.texture import TEXTURE_SIZE, check_texture, textured_mesh
@@ -73,7 +74,8 @@ def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int
         texture_size: largest texture width and height in texels.
         progress: show progress bars.
     Returns:
-        The written mesh: with vertex colors, or textured (`texture.textured_mesh`).
+        The written mesh, in world coordinates: with vertex colors, or textured (`texture.textured_mesh`). An .obj
+        or .glb file holds it turned so that the training cameras' up direction is +y (`output.write_mesh`).
     """
     out = check_output(out, MESH_FORMATS, "--mesh")
     check_texture(out, texture, texture_size)
@@ -98,7 +100,7 @@ def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int
         mesh = textured_mesh(run, mesh, colors, texture_size, progress)
     else:
         mesh = color_mesh(run, mesh, colors, progress)
-    write_mesh(mesh, out)
+    write_mesh(mesh, out, run.training_cameras().up if out.suffix.lower() in Y_UP_FORMATS else None)
     return mesh
 
 

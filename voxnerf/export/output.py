@@ -5,6 +5,10 @@ PNG beside it when the mesh is textured, GLB as one binary file with 32-bit indi
 PNG (open3d's GLB writer stores indices above 65,535 as 16-bit and the buffer as a base64 data URI, which glTF
 viewers refuse). A textured mesh is an open3d mesh with `triangle_uvs` in OBJ's convention (v upward, as open3d
 reads them) and one texture whose rows are bottom up (ditto); trimesh keeps OBJ's convention and flips v for GLB.
+
+OBJ and GLB files are turned so that the cameras' up direction is +y: glTF's up, and what Blender's and three.js's
+importers expect of both (a capture with z up, such as NeRF-Synthetic's, would otherwise lie on its side). PLY
+keeps the world's axes, the frame of the cameras' poses.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from voxnerf.errors import VoxnerfError
 MESH_FORMATS = (".ply", ".obj", ".glb")
 POINTCLOUD_FORMATS = (".ply",)
 TEXTURED_FORMATS = (".obj", ".glb")
+Y_UP_FORMATS = (".obj", ".glb")  # written with the cameras' up as +y (see the module docstring)
 WHITE, BLACK = (255, 255, 255, 255), (0, 0, 0, 255)
+SNAP_DEGREES = 5.0  # an up direction this close to an axis is taken as the axis (synthetic scenes' axes)
 
 
 def check_output(path: str | Path, formats: tuple[str, ...], option: str) -> Path:
@@ -63,18 +69,32 @@ def texture_material(image: np.ndarray, name: str, pbr: bool) -> trimesh.visual.
                                                   diffuse=WHITE, specular=BLACK)
 
 
-def to_trimesh(mesh: o3d.geometry.TriangleMesh, name: str, pbr: bool) -> trimesh.Trimesh:
-    """The trimesh of an open3d mesh: its texture (`texture_material` called `name`) when it has one, else its
-    vertex colors; vertex normals kept."""
+def y_up_rotation(up: np.ndarray) -> np.ndarray:
+    """(3, 3) rotation taking the unit direction `up` (3,) to +y, the shortest one; `up` within SNAP_DEGREES of a
+    signed axis is taken as that axis (z up: x kept, z -> y, y -> -z)."""
+    axis = np.zeros(3)
+    axis[np.abs(up).argmax()] = np.sign(up[np.abs(up).argmax()])
+    u = axis if up @ axis >= np.cos(np.radians(SNAP_DEGREES)) else up / np.linalg.norm(up)
+    c = float(u[1])
+    if c < -1 + 1e-9:
+        return np.diag([1.0, -1.0, -1.0])  # upside down: half a turn about x
+    v = np.cross(u, [0.0, 1.0, 0.0])
+    k = np.array([[0, -v[2], v[1]], [v[2], 0, -v[0]], [-v[1], v[0], 0]])
+    return np.eye(3) + k + k @ k / (1 + c)
+
+
+def to_trimesh(mesh: o3d.geometry.TriangleMesh, name: str, pbr: bool, rotation: np.ndarray) -> trimesh.Trimesh:
+    """The trimesh of an open3d mesh turned by `rotation` (3, 3): its texture (`texture_material` called `name`)
+    when it has one, else its vertex colors; vertex normals kept."""
     if mesh.has_textures():
         material = texture_material(np.asarray(mesh.textures[0])[::-1], name, pbr)  # open3d keeps rows bottom up
         visual = trimesh.visual.TextureVisuals(uv=vertex_uvs(mesh), material=material)
     else:
         colors = np.asarray(mesh.vertex_colors) if mesh.has_vertex_colors() else None
         visual = trimesh.visual.ColorVisuals(vertex_colors=None if colors is None else (colors * 255).round())
-    return trimesh.Trimesh(np.asarray(mesh.vertices), np.asarray(mesh.triangles), visual=visual,
-                           vertex_normals=np.asarray(mesh.vertex_normals) if mesh.has_vertex_normals() else None,
-                           process=False)
+    normals = np.asarray(mesh.vertex_normals) @ rotation.T if mesh.has_vertex_normals() else None
+    return trimesh.Trimesh(np.asarray(mesh.vertices) @ rotation.T, np.asarray(mesh.triangles), visual=visual,
+                           vertex_normals=normals, process=False)
 
 
 def write_obj(mesh: trimesh.Trimesh, path: Path) -> None:
@@ -86,8 +106,15 @@ def write_obj(mesh: trimesh.Trimesh, path: Path) -> None:
         (path.parent / name).write_bytes(data)
 
 
-def write_mesh(mesh: o3d.geometry.TriangleMesh, path: Path) -> None:
-    """Write a mesh by its suffix (see the module docstring), or raise VoxnerfError."""
+def write_mesh(mesh: o3d.geometry.TriangleMesh, path: Path, up: np.ndarray | None = None) -> None:
+    """Write a world mesh by its suffix (see the module docstring), or raise VoxnerfError.
+
+    Args:
+        mesh: the mesh, in world coordinates.
+        path: the file (.ply, .obj or .glb).
+        up: (3,) the world's up direction (`Cameras.up`), turned to +y in .obj and .glb files; None keeps the
+            world's axes in every format.
+    """
     if len(mesh.triangles) == 0:
         raise VoxnerfError(f"{path}: the mesh is empty (nothing reached the iso value inside the box; try --iso "
                            f"auto, a lower --iso or another --bbox)")
@@ -95,10 +122,12 @@ def write_mesh(mesh: o3d.geometry.TriangleMesh, path: Path) -> None:
     if path.suffix.lower() == ".ply":
         if not o3d.io.write_triangle_mesh(str(path), mesh, write_vertex_normals=True, write_vertex_colors=True):
             raise VoxnerfError(f"{path}: open3d could not write the mesh")
-    elif path.suffix.lower() == ".obj":
-        write_obj(to_trimesh(mesh, path.stem, pbr=False), path)
+        return
+    rotation = np.eye(3) if up is None else y_up_rotation(up)
+    if path.suffix.lower() == ".obj":
+        write_obj(to_trimesh(mesh, path.stem, False, rotation), path)
     else:
-        path.write_bytes(trimesh.exchange.gltf.export_glb(to_trimesh(mesh, path.stem, pbr=True)))
+        path.write_bytes(trimesh.exchange.gltf.export_glb(to_trimesh(mesh, path.stem, True, rotation)))
 
 
 def write_pointcloud(pcd: o3d.geometry.PointCloud, path: Path) -> None:

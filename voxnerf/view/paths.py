@@ -11,16 +11,9 @@ from voxnerf.data.cameras import Cameras, look_at
 from voxnerf.data.normalize import mean_pose
 
 
-def world_up(cameras: Cameras) -> np.ndarray:
-    """(3,) unit vector: the mean of the cameras' up directions (OpenCV: up is -y of each camera)."""
-    up = -cameras.c2w[:, :, 1].mean(axis=0)
-    norm = np.linalg.norm(up)
-    return up / norm if norm > 1e-8 else np.array([0.0, 0.0, 1.0])
-
-
 def orbit_shape(cameras: Cameras, center: np.ndarray) -> tuple[np.ndarray, float, np.ndarray]:
     """The up axis (3,), the mean distance from `center` and the (N,) elevations (radians) of `cameras`."""
-    up = world_up(cameras)
+    up = cameras.up
     offsets = cameras.centers - center
     distance = np.linalg.norm(offsets, axis=-1)
     return up, float(distance.mean()), np.arcsin(np.clip(offsets @ up / distance, -0.99, 0.99))

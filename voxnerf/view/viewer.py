@@ -33,7 +33,7 @@ from voxnerf.render.views import View, target_image
 from voxnerf.run.load import Run, SceneRecord
 from voxnerf.view.keyframes import Keyframe, interpolate, write_camera_path
 from voxnerf.view.occupancy import colormap, grid_to_unit, occupied_cells
-from voxnerf.view.paths import orbit_shape, world_up
+from voxnerf.view.paths import orbit_shape
 
 if TYPE_CHECKING:
     from voxnerf.train.trainer import Trainer
@@ -201,7 +201,7 @@ class Viewer:
         self.lock = threading.Lock()
         self.rng = np.random.default_rng(0)
         self.server = viser.ViserServer(host=host, port=port, label="voxnerf", verbose=False)
-        self.server.scene.set_up_direction(world_up(cameras) if cameras is not None else (0.0, 0.0, 1.0))
+        self.server.scene.set_up_direction(cameras.up if cameras is not None else (0.0, 0.0, 1.0))
         self._place_camera(self.server.initial_camera)
         self.server.on_client_connect(self._connect)
         self.server.on_client_disconnect(lambda client: self.views.pop(client.client_id, None))
@@ -230,9 +230,9 @@ class Viewer:
         camera.position = start_position(self.cameras, self.run.record.bbox)
         camera.look_at = self._scene_center()
         if isinstance(camera, viser.CameraHandle):
-            camera.up_direction = world_up(self.cameras)
+            camera.up_direction = self.cameras.up
         else:
-            camera.up = world_up(self.cameras)
+            camera.up = self.cameras.up
         camera.fov = float(vertical_fov(self.cameras)[0])
 
     def _add_training_cameras(self, cameras: Cameras, images: list[np.ndarray] | None) -> None:
