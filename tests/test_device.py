@@ -12,6 +12,7 @@ from voxnerf.data.space import Box, Contract
 from voxnerf.fields.dense import DenseGridConfig
 from voxnerf.fields.voxels import SparseVoxelConfig
 from voxnerf.render.model import Model
+from voxnerf.run.config import load_config
 from voxnerf.render.occupancy import OccupancyConfig
 from voxnerf.train.strategy import refine
 
@@ -166,3 +167,15 @@ def test_custom_autograd_functions_follow_autocast():
     pyproject = (Path(voxnerf.__file__).parents[1] / "pyproject.toml").read_text()
     floor = tuple(int(x) for x in re.search(r'"torch>=(\d+)\.(\d+)', pyproject).groups())
     assert floor >= (2, 4)
+
+
+def test_the_gpu_presets_finest_grid_and_adams_state_fit_a_quarter_of_a_24_gb_card():
+    """The default (GPU) preset's finest level with every cell occupied (the worst case: the grid only subdivides
+    occupied cells), built on the meta device: parameters, their gradients and Adam's two moments, plus the
+    buffers, take at most a quarter of a 24 GB card, leaving the rest to a step's samples and the photos."""
+    cfg = load_config(None, [])
+    with torch.device("meta"):
+        model = Model.build(cfg.field, cfg.levels[-1].resolution, Box([0.0, 0.0, 0.0], 1.0))
+    params = sum(p.numel() * p.element_size() for p in model.parameters())
+    buffers = sum(b.numel() * b.element_size() for b in model.buffers())
+    assert 4 * params + buffers <= 6e9, (params, buffers)  # 256^3: 3.8 + 0.1 GB; 512^3 would be 8x
