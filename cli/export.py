@@ -49,8 +49,8 @@ def export(
                               f"in (0, 1) ({DEFAULT_ISO}: NSVF's); or auto: the iso value whose silhouettes match the "
                               "field's rendering of the training views (a trained density is soft); a run where no "
                               f"iso value matches them (IoU < {WEAK_IOU}) is refused."),
-    resolution: Optional[int] = typer.Option(None, help="Samples per axis over the unit box (default: twice the grid's for "
-                                                 "density meshes and grid points, the grid's for TSDF)."),
+    resolution: Optional[int] = typer.Option(None, help="Samples per axis over the unit box (default: twice the grid's, up "
+                                                 "to 256, for density meshes and grid points; the grid's for TSDF)."),
     bbox: Optional[str] = typer.Option(None, help="Keep x0,y0,z0,x1,y1,z1 (world units); default the scene box."),
     min_component: float = typer.Option(0.05, help="Drop mesh parts smaller than this fraction of the largest."),
     target_faces: Optional[int] = typer.Option(None, min=4, help="Decimate the mesh to about this many faces."),

@@ -36,7 +36,7 @@ from voxnerf.export.atlas import MIN_CELL, cell_barycentrics, cell_layout, cell_
 from voxnerf.export.box import crop_box, parse_bbox
 from voxnerf.export.depth import median_depth, opacity_crossing, spread_views
 from voxnerf.export.iso import auto_iso, silhouette_density
-from voxnerf.export.mesh import field_mesh, march_blocks
+from voxnerf.export.mesh import default_samples, field_mesh, march_blocks
 from voxnerf.export.output import write_mesh, y_up_rotation
 from voxnerf.export.photo import field_colors, mesh_depth_maps, photo_colors, weighted_median
 from voxnerf.export.texture import mesh_colors
@@ -133,6 +133,10 @@ def chamfer_and_normals(mesh: o3d.geometry.TriangleMesh, toy: vs.ToyScene) -> tu
 
 
 # ---- mesh -----------------------------------------------------------------------------------------------------
+def test_the_default_lattice_is_twice_the_grid_up_to_256_samples_and_never_below_the_grid():
+    assert [default_samples(r) for r in (32, 64, 128, 256, 512)] == [64, 128, 256, 256, 512]
+
+
 def test_density_mesh_is_within_a_voxel_of_the_true_surface(run, toy, voxel, tmp_path):
     mesh = export_mesh(run, tmp_path / "m.ply")
     chamfer, normals = chamfer_and_normals(o3d.io.read_triangle_mesh(str(tmp_path / "m.ply")), toy)

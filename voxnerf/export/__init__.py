@@ -55,8 +55,8 @@ def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int
         run: the loaded run.
         out: the file to write.
         method: "density" (the opacity iso-surface, by marching cubes) or "tsdf" (fusion of rendered depth).
-        samples: lattice samples per axis over the unit box (density; default `mesh.FINER` times the grid's
-            resolution) or TSDF voxels per unit-box width (tsdf; default the grid's resolution).
+        samples: lattice samples per axis over the unit box (density; default twice the grid's resolution up to
+            256, `mesh.default_samples`) or TSDF voxels per unit-box width (tsdf; default the grid's resolution).
         iso: iso value of the opacity of one grid cell, 1 - exp(-sigma * cell) (density only); see
             `iso.auto_iso` for the iso value that matches the field's rendered silhouettes.
         bbox: (2, 3) world box to keep; default the scene's box of interest.
