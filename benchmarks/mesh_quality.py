@@ -44,7 +44,7 @@ from voxnerf.export.box import crop_box
 from voxnerf.export.depth import spread_views
 from voxnerf.export.atlas import faces_for_texture
 from voxnerf.export.iso import DEFAULT_ISO, auto_iso
-from voxnerf.export.mesh import FINER
+from voxnerf.export.mesh import default_samples
 from voxnerf.export.texture import TEXTURE_SIZE, mesh_colors
 from voxnerf.render.renderer import weight_spread
 from voxnerf.run.load import Run, load_run
@@ -180,7 +180,7 @@ def main() -> None:
     variants = [measure(run, scene, chosen.iso, args.run / "mesh_variant.ply", **o) for o in options]
     mesh, auto = measure(run, scene, chosen.iso, args.mesh or args.run / "mesh_auto.ply")
     auto |= {"iso_s": round(iso_s, 2), "iso_iou": round(chosen.iou, 4), "iso_rays": chosen.rays}
-    auto["samples"] = FINER * grid
+    auto["samples"] = default_samples(grid)
     light, light_vertex = measure(run, scene, chosen.iso, args.run / "mesh_light.ply", target_faces=args.light)
     textured_mesh, textured = measure(run, scene, chosen.iso, args.run / "mesh_light.glb", target_faces=args.light,
                                       texture=True)
