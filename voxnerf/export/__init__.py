@@ -94,7 +94,8 @@ def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int
     if not hidden:
         mesh = drop_hidden(mesh, run.training_cameras())
     if texture:  # a face's cell needs MIN_CELL texels a side (`atlas`)
-        target_faces = min(target_faces or faces_for_texture(texture_size), faces_for_texture(texture_size))
+        most = faces_for_texture(texture_size)
+        target_faces = min(target_faces or most, most)
     mesh = clean_mesh(mesh, min_component, target_faces)
     if texture and len(mesh.triangles):  # an empty mesh is refused by `write_mesh`
         mesh = textured_mesh(run, mesh, colors, texture_size, progress)

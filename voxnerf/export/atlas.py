@@ -78,10 +78,8 @@ def cell_layout(count: int, max_size: int) -> tuple[int, int, tuple[int, int]]:
     """
     count = max(count, 1)
     n = max_size // int(np.ceil(np.sqrt(count)))
-    while n >= MIN_CELL and (max_size // (n + 1)) ** 2 >= count:
+    while n >= MIN_CELL and (max_size // (n + 1)) ** 2 >= count:  # n already fits: max_size // n >= ceil(sqrt)
         n += 1
-    while n >= MIN_CELL and (max_size // n) ** 2 < count:
-        n -= 1
     if n < MIN_CELL:
         raise ValueError(f"{count} faces need cells below {MIN_CELL} texels in a {max_size}^2 texture")
     per_row = max_size // n

@@ -121,16 +121,16 @@ class RowSparseAdam(torch.optim.Adam):
         its momentum, and the moments' decay."""
         beta1, beta2 = group["betas"]
         state = self.state[p]
-        rows = torch.arange(len(p), device=p.device) if rows is None else rows
+        rows = slice(None) if rows is None else rows  # all rows: views, no gather of the whole table
         last = lag.last[rows]
         skipped = (lag.now - last).to(p.dtype)
         shape = (-1,) + (1,) * (p.dim() - 1)
         coef = lag.sums[last - lag.base].to(p.dtype).view(shape)
         m, v = state["exp_avg"][rows], state["exp_avg_sq"][rows]
         drift = coef * m / (v.sqrt() + group["eps"])
-        p.index_copy_(0, rows, p[rows] - drift)
-        state["exp_avg"].index_copy_(0, rows, m * torch.pow(beta1, skipped).view(shape))
-        state["exp_avg_sq"].index_copy_(0, rows, v * torch.pow(beta2, skipped).view(shape))
+        p[rows] -= drift
+        state["exp_avg"][rows] = m * torch.pow(beta1, skipped).view(shape)
+        state["exp_avg_sq"][rows] = v * torch.pow(beta2, skipped).view(shape)
 
     def _catch_up(self, p: torch.Tensor, group: dict) -> None:
         lag = self._lags.pop(p, None)

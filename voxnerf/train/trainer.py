@@ -98,10 +98,6 @@ class Trainer:
         adam = RowSparseAdam if self.cfg.optim.row_sparse else torch.optim.Adam
         return adam(groups, betas=(0.9, 0.99), eps=1e-15, fused=True)
 
-    def _catch_up(self) -> None:
-        """Every row of the grid as dense Adam would have it (a row-sparse optimizer owes rows it did not read)."""
-        catch_up(self.optimizer)
-
     def _restore(self, ckpt: dict) -> None:
         self.model = Model.from_checkpoint(ckpt).to(self.device)
         self.optimizer = self._make_optimizer()
@@ -118,7 +114,7 @@ class Trainer:
 
     def checkpoint(self) -> None:
         """Write the run's state atomically to out/checkpoint.pt (rank 0 only)."""
-        self._catch_up()
+        catch_up(self.optimizer)
         if not self.world.is_main:
             return
         save_atomic({
@@ -294,7 +290,7 @@ class Trainer:
     def _snapshot_if_due(self) -> None:
         while self.eval_at and self.elapsed >= self.eval_at[0]:
             t = self.eval_at.pop(0)
-            self._catch_up()  # on every rank alike: ranks stay identical
+            catch_up(self.optimizer)  # on every rank alike: ranks stay identical
             if not self.world.is_main:
                 continue
             scores = self.evaluate(every=self.cfg.eval_every_view, with_lpips=False, write=False)
@@ -310,7 +306,7 @@ class Trainer:
                  progress: bool = False) -> dict:
         """Render every `every`-th view of `split` and score it (`score_split`, with a bar when `progress`);
         written into the run folder (eval.json, eval_SPLIT.json for other splits) when `write`."""
-        self._catch_up()
+        catch_up(self.optimizer)
         release_freed_memory()  # what training steps kept would stay resident beside the renders' own
         result = score_split(self.render_view, self.scene, split, every, with_lpips, progress)
         if write:
