@@ -32,6 +32,7 @@ VARIANTS = {  # name -> (scene folder under --data, preset, overrides, share of 
     "lego_200 blender (GPU preset)": ("lego_200", "blender", [], 2.0),
     "lego_200 + gradient checkpointing": ("lego_200", "blender", ["render.checkpoint_chunk=65536"], 1.0),
     "lego_200 fp32": ("lego_200", "blender", ["precision=fp32"], 1.0),
+    "lego_200 + detail level": ("lego_200", "blender", ["field.detail_share=0.5"], 1.0),
     "ethiopianHead_8 object-masked": ("ethiopianHead_8", "object-masked", [], 1.0),
 }
 
@@ -39,6 +40,8 @@ VARIANTS = {  # name -> (scene folder under --data, preset, overrides, share of 
 def importable_as_installed() -> None:
     """The source tree imports as the installed package (`voxnerf.cli` from cli/, ...) where it is not installed,
     and a placeholder module stands in for each optional package that is not (see the module docstring)."""
+    if importlib.util.find_spec("voxnerf") is None:
+        sys.path.insert(0, str(REPO))
     if importlib.util.find_spec("voxnerf.cli") is None:
         link_mapped_packages(REPO)
     parents = {name.split(".")[0] for name in OPTIONAL} - set(sys.modules)
@@ -130,7 +133,8 @@ def main() -> None:
     p.add_argument("--data", default=str(REPO / "data"), help="folder holding lego_200 and ethiopianHead_8")
     p.add_argument("--budget", type=float, default=45.0, help="training seconds of a variant of share 1")
     p.add_argument("--device", default="cuda")
-    p.add_argument("--only", help="run the variants whose name contains this text (and no torchrun job)")
+    p.add_argument("--only", help="run the variants whose name contains one of these comma-separated texts (and no "
+                                  "torchrun job)")
     p.add_argument("--out", default=str(REPO / "runs" / "gpu_check"))
     p.add_argument("--single", help=argparse.SUPPRESS)
     p.add_argument("--preset", help=argparse.SUPPRESS)
@@ -144,7 +148,7 @@ def main() -> None:
         return
     results = {}
     for name, (folder, preset, overrides, share) in VARIANTS.items():
-        if args.only and args.only not in name:
+        if args.only and not any(text in name for text in args.only.split(",")):
             continue
         try:
             results[name] = spawn(args, name, folder, preset, overrides, share * args.budget)

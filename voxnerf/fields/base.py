@@ -94,6 +94,11 @@ class Field(nn.Module):
         parameters, with the estimator's. None by default: the field has no topology of its own."""
         return []
 
+    def growable(self) -> BrickModule | None:
+        """The field's finer level that the owner of topology allocates where the photos need detail
+        (voxnerf.train.strategy: `TopologyStrategy.grow_detail`), on bricks of its own; None by default."""
+        return None
+
     # ---- state ----------------------------------------------------------------------------------------------
     def state(self) -> dict:
         """What a checkpoint stores: kind, options and tensors."""

@@ -249,6 +249,23 @@ def subdivided(old: BrickIndex, cells: torch.Tensor) -> BrickChange:
     return BrickChange(new, interpolate, inherit)
 
 
+def grown(old: BrickIndex, resolution: int, added: torch.Tensor) -> BrickChange:
+    """Allocate the bricks `added` (M, 3) at `resolution` beside the old ones (a grid of that resolution, or one
+    with no bricks): kept rows keep their values, new rows start at zero (False for flags)."""
+    if old.resolution != resolution and len(old.brick_coords):
+        raise ValueError(f"bricks at {old.resolution}^3 cannot grow at {resolution}^3")
+    kept = old.brick_coords if old.resolution == resolution else old.brick_coords[:0]
+    n = resolution // BRICK + 1
+    present = old.index.view(-1)[(added[:, 0] * n + added[:, 1]) * n + added[:, 2]] >= 0 if len(kept) else None
+    new_bricks = added if present is None else added[~present]
+    extra = len(new_bricks) * BRICK_VOLUME
+
+    def remap(table: torch.Tensor) -> torch.Tensor:
+        return torch.cat([table, table.new_zeros(extra, *table.shape[1:])])
+
+    return BrickChange(BrickIndex(resolution, torch.cat([kept, new_bricks])), remap, remap)
+
+
 def _stencil_in_chunks(bricks: BrickIndex, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """`bricks.corners(x)` for many points (N, 3), with int32 rows: (N, 8) int32 rows and (N, 8) weights, built
     STENCIL_CHUNK points at a time (a refinement to 128^3 builds it for ~2.5M vertices: ~0.6 GB of temporaries at
@@ -332,6 +349,11 @@ class SparseVoxelGrid(BrickModule):
         density = torch.full((rows,), density_value)
         features = torch.randn(rows, feature_dim, generator=generator) * feature_std
         return cls(resolution, coords, density, features)
+
+    @classmethod
+    def empty(cls, resolution: int, feature_dim: int) -> "SparseVoxelGrid":
+        """A grid with no bricks yet (a level that `grown` allocates where it is needed), on the CPU."""
+        return cls(resolution, torch.zeros(0, 3, dtype=torch.int64), torch.zeros(0), torch.zeros(0, feature_dim))
 
     @classmethod
     def from_state_dict(cls, state: dict, resolution: int) -> "SparseVoxelGrid":

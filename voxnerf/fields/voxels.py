@@ -1,6 +1,11 @@
 """The sparse voxel field: density and features on a sparse brick grid (voxnerf.fields.sparse_grid), decoded to color by a
 small MLP. The grid starts dense at the schedule's first resolution; the owner of topology (voxnerf.train.strategy)
-prunes the bricks the estimator finds empty and subdivides the rest, carrying the grid's tables and Adam's moments."""
+prunes the bricks the estimator finds empty and subdivides the rest, carrying the grid's tables and Adam's moments.
+
+With `detail_share` > 0 a second, finer level adds to the grid where the photos need detail: a sparse grid at twice
+the grid's final resolution, empty until the owner of topology allocates its bricks where the training gradients
+are largest (`TopologyStrategy.grow_detail`). Density and features are the sum of the two levels' trilinear
+interpolations; a vertex the detail level does not allocate counts as zero, so the sum stays continuous."""
 
 from __future__ import annotations
 
@@ -22,19 +27,22 @@ MAX_INIT_STRETCH = 1000.0  # see SparseVoxelField._initial_density
 @dataclass
 class SparseVoxelConfig(GridFieldConfig):
     kind: str = "sparse_grid"
+    detail_share: float = 0.0  # rows of the finer detail level, as a share of the grid's rows when it is built (0: none)
+    detail_at: float = 0.5  # fraction of the budget at which the detail level is built (once the grid is at its finest)
 
 
 class SparseVoxelField(Field):
     """sigma(x) from the grid's density channel, rgb(x, d) from its features through the decoder.
 
-    Its Lookup is the trilinear stencil of each point: corner rows (N, 8) int64 and weights (N, 8).
+    Its Lookup is the trilinear stencil of each point: corner rows (N, 8) int64 and weights (N, 8), followed by the
+    detail level's (N, 8) rows and weights when the field has one.
     """
 
     name = "sparse_grid"
     Config = SparseVoxelConfig
 
     def __init__(self, cfg: SparseVoxelConfig, resolution: int, space: Space, seed: int = 0,
-                 grid: SparseVoxelGrid | None = None):
+                 grid: SparseVoxelGrid | None = None, detail: SparseVoxelGrid | None = None):
         super().__init__(cfg, resolution, space, seed)
         self.activate = DensityActivation(cfg.alpha_init, cfg.density_scale, resolution)
         if grid is None:
@@ -42,6 +50,9 @@ class SparseVoxelField(Field):
             grid = SparseVoxelGrid.dense(resolution, cfg.feature_dim, 0.0, cfg.feature_std, gen)
             grid.density.data = self._initial_density(grid, space)
         self.grid = grid
+        if detail is None and cfg.detail_share > 0:
+            detail = SparseVoxelGrid.empty(2 * resolution, cfg.feature_dim)  # its resolution is set when it grows
+        self.detail = detail
         self.decoder = ColorDecoder.seeded(cfg, seed)
 
     def _initial_density(self, grid: SparseVoxelGrid, space: Space) -> torch.Tensor:
@@ -56,38 +67,58 @@ class SparseVoxelField(Field):
 
     # ---- queries --------------------------------------------------------------------------------------------
     def lookup(self, g: torch.Tensor) -> Lookup:
-        return self.grid.stencil(g)
+        return tuple(t for grid in self.grids() for t in grid.stencil(g))
 
     def density(self, lookup: Lookup) -> torch.Tensor:
-        return self.activate(self.grid.density_at(*lookup))
+        raw = self.grid.density_at(*lookup[:2])
+        if len(lookup) > 2:
+            raw = raw + self.detail.density_at(*lookup[2:])
+        return self.activate(raw)
 
     def color(self, lookup: Lookup, dirs: torch.Tensor, amp_dtype: torch.dtype | None = None,
               codes: torch.Tensor | None = None) -> torch.Tensor:
-        return self.decoder(self.grid.features_at(*lookup), dirs, amp_dtype, codes)
+        features = self.grid.features_at(*lookup[:2])
+        if len(lookup) > 2:
+            features = features + self.detail.features_at(*lookup[2:])
+        return self.decoder(features, dirs, amp_dtype, codes)
 
     # ---- training -------------------------------------------------------------------------------------------
     def param_groups(self, optim) -> list[dict]:
-        return [
+        groups = [
             {"name": "grid", "params": [self.grid.density, self.grid.features], "lr": optim.lr_grid,
              "row_sparse": True},  # tables of the row space below: a row-sparse optimizer may update read rows only
             {"name": "decoder", "params": list(self.decoder.parameters()), "lr": optim.lr_decoder},
         ]
+        if self.detail is not None:
+            groups.append({"name": "detail", "params": [self.detail.density, self.detail.features],
+                           "lr": optim.lr_grid, "row_sparse": True})
+        return groups
 
     def regularization(self, optim, generator: torch.Generator) -> torch.Tensor | float:
         """Total variation of raw density and features on `tv_vertices` random vertices of real cells."""
         if not (optim.tv_density or optim.tv_features):
             return 0.0
-        cells = self.grid.bricks.real_cell_rows()
-        pick = torch.randint(0, len(cells), (optim.tv_vertices,), generator=generator, device=generator.device)
-        tv_density, tv_features = self.grid.total_variation(cells[pick.to(cells.device)])
-        return optim.tv_density * tv_density + optim.tv_features * tv_features
+        loss = 0.0
+        for grid in self.grids():
+            cells = grid.bricks.real_cell_rows()
+            pick = torch.randint(0, len(cells), (optim.tv_vertices,), generator=generator, device=generator.device)
+            tv_density, tv_features = grid.total_variation(cells[pick.to(cells.device)])
+            loss = loss + optim.tv_density * tv_density + optim.tv_features * tv_features
+        return loss
+
+    def grids(self) -> list[SparseVoxelGrid]:
+        """The grid, then the detail level once it has bricks: the levels a Lookup reads, in its order."""
+        return [self.grid] if self.detail is None or not self.detail.num_bricks else [self.grid, self.detail]
+
+    def growable(self) -> SparseVoxelGrid | None:
+        return self.detail
 
     @contextlib.contextmanager
     def row_spaces(self) -> Iterator[list[RowSpace]]:
-        """One row space: the grid's density and features, a row per vertex, read at the samples' stencils and
-        the total variation's vertex pairs."""
-        with self.grid.row_space_open() as vertices:
-            yield [vertices]
+        """A row space per grid level: its density and features, a row per vertex, read at the samples' stencils
+        and the total variation's vertex pairs."""
+        with contextlib.ExitStack() as stack:
+            yield [stack.enter_context(grid.row_space_open()) for grid in self.grids()]
 
     def brick_modules(self) -> list[BrickModule]:
         """The grid: its density and features are rows of the estimator's bricks."""
@@ -96,14 +127,18 @@ class SparseVoxelField(Field):
     # ---- state ----------------------------------------------------------------------------------------------
     @classmethod
     def restore(cls, state: dict, space: Space) -> "SparseVoxelField":
-        """The grid's shape comes from its saved bricks and resolution."""
+        """The grid's shape (and the detail level's) comes from its saved bricks and resolution."""
         tensors = {k: v.cpu() for k, v in state["tensors"].items()}
-        grid_state = {k.removeprefix("grid."): v for k, v in tensors.items() if k.startswith("grid.")}
-        grid = SparseVoxelGrid.from_state_dict(grid_state, state["grid_resolution"])
-        field = cls(cls.Config(**state["config"]), state["resolution"], space, grid=grid)
+        levels = {}
+        for name in ("grid", "detail"):
+            level = {k.removeprefix(f"{name}."): v for k, v in tensors.items() if k.startswith(f"{name}.")}
+            if level:
+                levels[name] = SparseVoxelGrid.from_state_dict(level, state[f"{name}_resolution"])
+        field = cls(cls.Config(**state["config"]), state["resolution"], space, **levels)
         field.decoder.load_state_dict({k.removeprefix("decoder."): v for k, v in tensors.items()
                                        if k.startswith("decoder.")})
         return field
 
     def state(self) -> dict:
-        return {**super().state(), "grid_resolution": self.grid.resolution}
+        return {**super().state(), **{f"{name}_resolution": getattr(self, name).resolution
+                                      for name in ("grid", "detail") if getattr(self, name) is not None}}

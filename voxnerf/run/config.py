@@ -239,7 +239,7 @@ RANGES = {
     "field.feature_dim": Range(3, 1024), "field.hidden": Range(1, 4096), "field.layers": Range(1, 64),
     "field.sh_degree": Range(0, MAX_DEGREE), "field.alpha_init": Range(0, 1, low_open=True, high_open=True),
     "field.density_scale": POSITIVE, "field.feature_std": NON_NEGATIVE, "field.vertices": Range(2, 1024),
-    "field.appearance_dim": Range(0, 256),
+    "field.appearance_dim": Range(0, 256), "field.detail_share": Range(0, 8), "field.detail_at": FRACTION,
 }
 
 

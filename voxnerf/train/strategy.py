@@ -17,7 +17,8 @@ import torch
 from torch import nn
 
 from voxnerf.fields import Field
-from voxnerf.fields.sparse_grid import STENCIL_CHUNK, BrickChange, BrickModule, pruned, subdivided
+from voxnerf.fields.sparse_grid import (BRICK, BRICK_VOLUME, STENCIL_CHUNK, BrickChange, BrickModule, grown, pruned,
+                                       subdivided)
 from voxnerf.render.model import Model
 from voxnerf.render.occupancy import OccupancyConfig, OccupancyGrid
 from voxnerf.run.config import Level
@@ -100,18 +101,66 @@ class TopologyStrategy:
             catch_up(optimizer)  # the update reads every row's density
             self.update_occupancy(model)
         target = self.level(progress).resolution
-        if model.estimator.resolution >= target:
+        if model.estimator.resolution < target:
+            catch_up(optimizer)
+            self.update_occupancy(model)
+            self.refine(model, target, optimizer)
+            return True
+        detail = model.field.growable()
+        if detail is None or detail.bricks.num_rows or progress < model.field.cfg.detail_at \
+                or target < self.levels[-1].resolution:
             return False
-        catch_up(optimizer)
-        self.update_occupancy(model)
-        self.refine(model, target, optimizer)
+        self.grow_detail(model, detail, optimizer)
         return True
+
+    def grow_detail(self, model: Model, detail: BrickModule, optimizer: torch.optim.Optimizer | None) -> None:
+        """Allocate the field's detail level (twice the grid's resolution) on the bricks whose occupied cells carry
+        the largest gradients, `detail_share` of the grid's rows in all (see `detail_bricks`)."""
+        catch_up(optimizer)
+        estimator = model.estimator
+        budget = int(model.field.cfg.detail_share * estimator.bricks.num_rows)
+        bricks = detail_bricks(estimator, gradient_energy(model.field.brick_modules(), optimizer),
+                               2 * estimator.resolution, budget // BRICK_VOLUME)
+        change_bricks([detail], grown(detail.bricks, 2 * estimator.resolution, bricks), optimizer)
+        self._density = None  # the field's lookups changed with its topology
 
     def refine(self, model: Model, resolution: int, optimizer: torch.optim.Optimizer | None) -> None:
         """The model's bricks refined to `resolution` (`refine`: the estimator, the field's per-row tables and the
         optimizer's state of them together), and what the strategy cached of the old ones dropped."""
         refine(model.estimator, resolution, model.field.brick_modules(), optimizer)
         self._density = None  # the field's lookups changed with its topology
+
+
+def gradient_energy(modules: Sequence[BrickModule], optimizer: torch.optim.Optimizer | None) -> torch.Tensor:
+    """(V,) how strongly the photos pull on each row of the modules' tables: the root of Adam's running mean of
+    squared gradients (`exp_avg_sq`, an average over the last ~100 steps), summed over the tables' channels; zero
+    where the optimizer holds no such state."""
+    energy = torch.zeros(modules[0].bricks.num_rows, device=modules[0].brick_coords.device)
+    for module in modules:
+        for name in module.ROW_TABLES:
+            state = optimizer.state.get(getattr(module, name), {}) if optimizer is not None else {}
+            if "exp_avg_sq" in state:
+                energy += state["exp_avg_sq"].reshape(len(energy), -1).float().sqrt().sum(-1)
+    return energy
+
+
+def detail_bricks(estimator: OccupancyGrid, energy: torch.Tensor, resolution: int, count: int) -> torch.Tensor:
+    """The `count` bricks of a grid at `resolution` (a multiple of the estimator's) whose occupied cells of the
+    estimator carry the most gradient energy (each cell: its 8 corner rows' `energy`), as SVRaster refines the
+    voxels of largest accumulated gradient.
+
+    Returns:
+        (M, 3) int64 brick coordinates at `resolution`, M <= count (bricks without an occupied cell are never chosen).
+    """
+    corners = estimator.bricks.cell_corner_rows().long()
+    cell_energy = torch.where(corners >= 0, energy[corners.clamp_min(0)], 0).sum(-1)
+    cells = estimator.occupied & estimator.bricks.real_cells()
+    fine = estimator.bricks.slot_vertices()[cells] * (resolution // estimator.resolution) >> 3  # (K, 3) fine bricks
+    n = resolution // BRICK + 1
+    score = torch.zeros(n**3, device=energy.device).index_add_(0, (fine[:, 0] * n + fine[:, 1]) * n + fine[:, 2],
+                                                                cell_energy[cells] + 1e-12)
+    chosen = score.topk(min(count, int((score > 0).sum()))).indices
+    return torch.stack([chosen // (n * n), (chosen // n) % n, chosen % n], -1)
 
 
 def catch_up(optimizer: torch.optim.Optimizer | None) -> None:

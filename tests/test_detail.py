@@ -1,0 +1,122 @@
+"""The detail level (issue 39 item 2): a finer sparse grid added to the field on the bricks whose cells carry the
+largest training gradients, grown by the owner of topology, saved and restored with the run."""
+
+import pytest
+import torch
+
+from voxnerf.data import load_scene
+from voxnerf.data.space import Box
+from voxnerf.fields.base import field_from_state
+from voxnerf.fields.sparse_grid import BRICK, BrickIndex, grown
+from voxnerf.fields.voxels import SparseVoxelConfig, SparseVoxelField
+from voxnerf.render.model import Model
+from voxnerf.render.occupancy import OccupancyConfig, OccupancyGrid
+from voxnerf.run.config import Level, load_config
+from voxnerf.train.strategy import TopologyStrategy
+from voxnerf.train.trainer import Trainer
+
+from test_train import TOY_CONFIG, sphere_scene  # noqa: F401 - the module's toy scene fixture
+
+
+def test_grown_bricks_keep_the_old_rows_and_start_the_new_ones_at_zero():
+    old = BrickIndex(32, torch.tensor([[0, 0, 0], [1, 2, 3]]))
+    table = torch.arange(old.num_rows * 2, dtype=torch.float32).view(-1, 2) + 1
+    change = grown(old, 32, torch.tensor([[1, 2, 3], [3, 3, 3], [0, 1, 0]]))  # one already there
+    assert len(change.bricks.brick_coords) == 4
+    new = change.interpolate(table)
+    vertices = old.slot_vertices()
+    assert torch.equal(new[change.bricks.vertex_slots(vertices)], table)  # every old vertex keeps its values
+    fresh = change.bricks.vertex_slots(torch.tensor([[24, 24, 24], [0, 8, 0]]))
+    assert (fresh >= 0).all() and not new[fresh].any()
+    flags = change.inherit(torch.ones(old.num_rows, dtype=torch.bool))
+    assert flags.sum() == old.num_rows and len(flags) == change.bricks.num_rows
+    # an empty grid grows at any resolution; a grid with bricks only at its own
+    assert grown(BrickIndex(16, torch.zeros(0, 3, dtype=torch.int64)), 64, torch.tensor([[7, 7, 7]])).bricks.resolution == 64
+    with pytest.raises(ValueError):
+        grown(old, 64, torch.tensor([[0, 0, 0]]))
+
+
+def detail_model(share: float = 0.5) -> Model:
+    """A 16^3 field with random density and features, an empty detail level, and an all-occupied estimator."""
+    gen = torch.Generator().manual_seed(0)
+    field = SparseVoxelField(SparseVoxelConfig(feature_dim=4, detail_share=share), 16, Box())
+    with torch.no_grad():
+        field.grid.density.copy_(torch.randn(len(field.grid.density), generator=gen))
+        field.grid.features.copy_(torch.randn(field.grid.features.shape, generator=gen))
+    return Model(field, OccupancyGrid(16, Box()))
+
+
+def test_the_detail_level_grows_where_the_gradients_are_and_leaves_the_field_as_it_was():
+    """Gradients only from points with x > 0.1: every brick of the detail level (32^3, bricks 0.5 wide) lies at
+    x >= 0, its rows are `detail_share` of the grid's at most, the field is unchanged (the new level starts at zero),
+    and the optimizer holds its tables and trains them from the next step on."""
+    model = detail_model(share=0.5)
+    field = model.field
+    optimizer = torch.optim.Adam([g for group in field.param_groups(load_config(None).optim)
+                                  for g in group["params"]], lr=0.05)
+    gen = torch.Generator().manual_seed(1)
+    points = torch.rand(20000, 3, generator=gen) * 2 - 1
+    points[:, 0] = points[:, 0].abs() * 0.9 + 0.1
+
+    def train_step():
+        optimizer.zero_grad()
+        lookup = field.lookup(points)
+        (field.color(lookup, torch.nn.functional.normalize(points, dim=-1)).sum()
+         + field.density(lookup).sum()).backward()
+        optimizer.step()
+
+    train_step()
+    probe = torch.rand(3000, 3, generator=gen) * 2 - 1
+    dirs = torch.nn.functional.normalize(torch.randn(3000, 3, generator=gen), dim=-1)
+    with torch.no_grad():
+        before = field.density_at(probe), field.color_at(probe, dirs)
+    TopologyStrategy(OccupancyConfig(), [Level(1.0, 16, 1.0)], 0.5).grow_detail(model, field.detail, optimizer)
+    detail = field.detail
+    assert detail.resolution == 32 and detail.num_bricks > 0
+    assert detail.bricks.num_rows <= 0.5 * model.estimator.bricks.num_rows
+    assert (detail.brick_coords[:, 0] * BRICK * 2 / 32 - 1 >= 0).all(), "a detail brick where no gradient was"
+    with torch.no_grad():
+        after = field.density_at(probe), field.color_at(probe, dirs)
+    assert torch.allclose(before[0], after[0]) and torch.allclose(before[1], after[1])
+    held = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    assert {id(detail.density), id(detail.features)} <= held
+    train_step()
+    assert detail.features.abs().sum() > 0 and detail.density.abs().sum() > 0
+    assert optimizer.state[detail.features]["exp_avg_sq"].shape == detail.features.shape
+
+
+def test_a_field_with_a_detail_level_is_restored_from_its_state():
+    model = detail_model()
+    field = model.field
+    change = grown(field.detail.bricks, 32, torch.tensor([[1, 1, 1], [2, 1, 3]]))
+    field.detail.density = torch.nn.Parameter(torch.randn(change.bricks.num_rows))
+    field.detail.features = torch.nn.Parameter(torch.randn(change.bricks.num_rows, 4))
+    field.detail.set_bricks(change.bricks)
+    restored = field_from_state(field.state(), Box())
+    probe = torch.rand(2000, 3) * 2 - 1
+    with torch.no_grad():
+        assert torch.equal(field.density_at(probe), restored.density_at(probe))
+        assert restored.detail.num_bricks == 2 and restored.detail.resolution == 32
+        # and the detail level matters: without it the density differs
+        assert not torch.allclose(field.density_at(probe), field.activate(field.grid.density_at(*field.grid.stencil(probe))))
+    assert len(restored.param_groups(load_config(None).optim)) == 3
+
+
+def test_training_with_a_detail_level_grows_it_and_scores_as_the_grid_alone(sphere_scene, tmp_path):  # noqa: F811
+    """The same toy run with and without the level: it grows to its share of rows at twice the finest resolution,
+    scores within 0.5 dB of the run without it (the sphere has no detail finer than its 64^3 grid), and resumes."""
+    psnr, trainers = {}, {}
+    for share in (0.0, 0.5):
+        cfg = load_config(None, [{**TOY_CONFIG, "max_steps": 300, "field": {"detail_share": share, "detail_at": 0.6}}])
+        trainers[share] = Trainer(load_scene(sphere_scene), cfg, tmp_path / str(share), torch.device("cpu"), quiet=True)
+        trainers[share].train()
+        psnr[share] = trainers[share].evaluate(with_lpips=False, write=False)["mean"]["psnr"]
+    assert trainers[0.0].model.field.detail is None
+    model = trainers[0.5].model
+    detail = model.field.detail
+    assert detail.resolution == 128 and 0 < detail.bricks.num_rows <= 0.5 * model.estimator.bricks.num_rows
+    assert psnr[0.5] > psnr[0.0] - 0.5, psnr
+    resumed = Trainer(load_scene(sphere_scene), trainers[0.5].cfg, tmp_path / "0.5", torch.device("cpu"), resume=True,
+                      quiet=True)
+    assert torch.equal(resumed.model.field.detail.brick_coords, detail.brick_coords)
+    assert torch.equal(resumed.model.field.detail.features, detail.features)
