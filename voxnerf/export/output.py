@@ -72,8 +72,9 @@ def texture_material(image: np.ndarray, name: str, pbr: bool) -> trimesh.visual.
 def y_up_rotation(up: np.ndarray) -> np.ndarray:
     """(3, 3) rotation taking the unit direction `up` (3,) to +y, the shortest one; `up` within SNAP_DEGREES of a
     signed axis is taken as that axis (z up: x kept, z -> y, y -> -z)."""
+    nearest = np.abs(up).argmax()
     axis = np.zeros(3)
-    axis[np.abs(up).argmax()] = np.sign(up[np.abs(up).argmax()])
+    axis[nearest] = np.sign(up[nearest])
     u = axis if up @ axis >= np.cos(np.radians(SNAP_DEGREES)) else up / np.linalg.norm(up)
     c = float(u[1])
     if c < -1 + 1e-9:

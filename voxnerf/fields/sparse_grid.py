@@ -167,6 +167,16 @@ class BrickIndex:
         return torch.nonzero(self.real_cells()).squeeze(-1)
 
 
+def flat_index(coords: torch.Tensor, n: int) -> torch.Tensor:
+    """(M, 3) integer coordinates in an n^3 grid -> (M,) raster index x * n^2 + y * n + z."""
+    return (coords[:, 0] * n + coords[:, 1]) * n + coords[:, 2]
+
+
+def grid_coords(index: torch.Tensor, n: int) -> torch.Tensor:
+    """(M,) raster indices of an n^3 grid -> (M, 3) int64 coordinates (the inverse of `flat_index`)."""
+    return torch.stack([index // (n * n), (index // n) % n, index % n], -1)
+
+
 def _flat_offsets(v: torch.Tensor, n: int) -> torch.Tensor:
     """(N, 2, 3) integer coordinates of two layers per axis -> (N, 2, 2, 2) flat offsets x * n^2 + y * n + z of
     the 8 combinations (plain integer arithmetic: no constant tensor built on the device per call)."""
@@ -187,9 +197,8 @@ def bricks_around_cells(cells: torch.Tensor, bricks_per_axis: int) -> torch.Tens
     mark = torch.zeros(n * n * n, dtype=torch.bool, device=cells.device)
     for offset in CORNERS.to(cells.device):
         b = ((cells + offset) >> 3).clamp_max(n - 1)
-        mark[(b[:, 0] * n + b[:, 1]) * n + b[:, 2]] = True
-    lin = torch.nonzero(mark).squeeze(-1)
-    return torch.stack([lin // (n * n), (lin // n) % n, lin % n], -1)
+        mark[flat_index(b, n)] = True
+    return grid_coords(torch.nonzero(mark).squeeze(-1), n)
 
 
 @dataclass
@@ -216,8 +225,7 @@ def pruned(old: BrickIndex, keep: torch.Tensor) -> BrickChange:
         keep: (V,) bool, cells to keep.
     """
     wanted = bricks_around_cells(old.slot_vertices()[keep & old.real_cells()], old.bricks_per_axis)
-    n = old.bricks_per_axis
-    old_bricks = old.index.view(-1)[(wanted[:, 0] * n + wanted[:, 1]) * n + wanted[:, 2]].long()
+    old_bricks = old.index.view(-1)[flat_index(wanted, old.bricks_per_axis)].long()
     old_rows = (old_bricks.unsqueeze(1) * BRICK_VOLUME + torch.arange(BRICK_VOLUME, device=wanted.device)).reshape(-1)
 
     def remap(table: torch.Tensor) -> torch.Tensor:
@@ -255,8 +263,7 @@ def grown(old: BrickIndex, resolution: int, added: torch.Tensor) -> BrickChange:
     if old.resolution != resolution and len(old.brick_coords):
         raise ValueError(f"bricks at {old.resolution}^3 cannot grow at {resolution}^3")
     kept = old.brick_coords if old.resolution == resolution else old.brick_coords[:0]
-    n = resolution // BRICK + 1
-    present = old.index.view(-1)[(added[:, 0] * n + added[:, 1]) * n + added[:, 2]] >= 0 if len(kept) else None
+    present = old.index.view(-1)[flat_index(added, old.bricks_per_axis)] >= 0 if len(kept) else None
     new_bricks = added if present is None else added[~present]
     extra = len(new_bricks) * BRICK_VOLUME
 

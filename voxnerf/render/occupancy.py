@@ -22,6 +22,7 @@ from voxnerf.fields.sparse_grid import (
     STENCIL_CHUNK,
     BrickModule,
     all_bricks,
+    flat_index,
 )
 from voxnerf.render.march import Samples, SigmaFn, march
 
@@ -89,7 +90,7 @@ class OccupancyGrid(BrickModule):
         """(N, 3) grid points -> (N,) bool, whether each lies in a (dilated) occupied brick."""
         n = self.bricks.bricks_per_axis
         b = (self.bricks.vertex_coords(g).long() >> 3).clamp_max(n - 1)
-        return self.brick_occupied.view(-1)[(b[:, 0] * n + b[:, 1]) * n + b[:, 2]]
+        return self.brick_occupied.view(-1)[flat_index(b, n)]
 
     def occupied_cells(self) -> torch.Tensor:
         """(K, 3) int64 coordinates of the occupied cells."""

@@ -17,8 +17,8 @@ import torch
 from torch import nn
 
 from voxnerf.fields import Field
-from voxnerf.fields.sparse_grid import (BRICK, BRICK_VOLUME, STENCIL_CHUNK, BrickChange, BrickModule, grown, pruned,
-                                       subdivided)
+from voxnerf.fields.sparse_grid import (BRICK, BRICK_VOLUME, STENCIL_CHUNK, BrickChange, BrickModule, flat_index,
+                                       grid_coords, grown, pruned, subdivided)
 from voxnerf.render.model import Model
 from voxnerf.render.occupancy import OccupancyConfig, OccupancyGrid
 from voxnerf.run.config import Level
@@ -157,10 +157,8 @@ def detail_bricks(estimator: OccupancyGrid, energy: torch.Tensor, resolution: in
     cells = estimator.occupied & estimator.bricks.real_cells()
     fine = estimator.bricks.slot_vertices()[cells] * (resolution // estimator.resolution) >> 3  # (K, 3) fine bricks
     n = resolution // BRICK + 1
-    score = torch.zeros(n**3, device=energy.device).index_add_(0, (fine[:, 0] * n + fine[:, 1]) * n + fine[:, 2],
-                                                                cell_energy[cells] + 1e-12)
-    chosen = score.topk(min(count, int((score > 0).sum()))).indices
-    return torch.stack([chosen // (n * n), (chosen // n) % n, chosen % n], -1)
+    score = torch.zeros(n**3, device=energy.device).index_add_(0, flat_index(fine, n), cell_energy[cells] + 1e-12)
+    return grid_coords(score.topk(min(count, int((score > 0).sum()))).indices, n)
 
 
 def catch_up(optimizer: torch.optim.Optimizer | None) -> None:
