@@ -4,8 +4,8 @@
 Layouts of one LLFF-style capture (folders of links under --out; nothing is copied):
   object     the capture as it is, with its masks: an object capture in box space
   unbounded  without its masks: a 360-degree capture of an unbounded scene (contract space)
-  forward    only the photos within FORWARD_DEGREES of the middle photo's view direction: a forward-facing sweep
-             (NDC space)
+  forward    the largest forward-facing sweep (NDC space) of a photo and the photos within FORWARD_DEGREES of its
+             view direction
 and `synthetic`: lego_100 (white background, all 200 test views).
 
 Per row: test PSNR and SSIM at the end of training, training rays/s and samples per ray (medians over the second
@@ -37,6 +37,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -65,19 +66,20 @@ def link_variant(capture: Path, layout: str, root: Path) -> Path:
     if layout == "object":
         return capture
     out = root / "scenes" / f"{capture.name}_{layout}"
-    if out.exists():
-        return out
-    out.mkdir(parents=True)
     if layout == "unbounded":
-        for entry in capture.iterdir():
-            if entry.name.lower() != "masks":
-                (out / entry.name).symlink_to(entry.resolve())
+        if not out.exists():
+            out.mkdir(parents=True)
+            for entry in capture.iterdir():
+                if entry.name.lower() != "masks":
+                    (out / entry.name).symlink_to(entry.resolve())
         return out
     poses = np.load(capture / "poses_bounds.npy")
-    forward = -poses[:, :15].reshape(-1, 3, 5)[:, :, 2]  # LLFF columns: down, right, backwards
-    forward /= np.linalg.norm(forward, axis=1, keepdims=True)
-    middle = forward[np.argmax(forward @ forward.mean(0))]
-    keep = np.degrees(np.arccos(np.clip(forward @ middle, -1, 1))) <= FORWARD_DEGREES
+    keep = forward_sweep(capture)
+    if out.exists():
+        if np.array_equal(np.load(out / "poses_bounds.npy"), poses[keep]):
+            return out
+        shutil.rmtree(out)  # a sweep chosen by an earlier rule
+    out.mkdir(parents=True)
     np.save(out / "poses_bounds.npy", poses[keep])
     (out / "images").mkdir()
     images = sorted(p for p in (capture / "images").iterdir() if p.is_file())
@@ -85,6 +87,23 @@ def link_variant(capture: Path, layout: str, root: Path) -> Path:
         if kept:
             (out / "images" / image.name).symlink_to(image.resolve())
     return out
+
+
+def forward_sweep(capture: Path) -> np.ndarray:
+    """(N,) bool over the capture's photos (poses_bounds.npy order): the largest set of a photo and the photos
+    within FORWARD_DEGREES of its view that voxnerf itself calls forward-facing (voxnerf.data.layout; ties: the
+    set around the photo whose neighbours look most its way). Around the middle photo instead, moldGoldCape_8's
+    sweep held 7 photos (1 test view); the largest sets of neighbours alone are not always forward-facing (their
+    cameras spread too far for their depth) and would train with the 360 preset."""
+    from voxnerf.data import load_scene
+    from voxnerf.data.layout import is_forward_facing
+
+    cameras = load_scene(capture, with_images=False).cameras
+    cosines = cameras.forward @ cameras.forward.T
+    near = cosines >= np.cos(np.radians(FORWARD_DEGREES))
+    candidates = [(near[c].sum(), (cosines[c] * near[c]).sum(), c) for c in range(len(near))
+                  if is_forward_facing(cameras.subset(np.nonzero(near[c])[0]))]
+    return near[max(candidates)[2]]
 
 
 def run_one(scene_dir: Path, out: Path, budget: float, threads: int, sets: list[str]) -> dict:
