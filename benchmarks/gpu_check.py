@@ -23,6 +23,7 @@ import types
 from pathlib import Path
 
 from revisions import link_mapped_packages
+from variant import train_and_measure
 
 REPO = Path(__file__).resolve().parents[1]
 VIEW_STRIDE = 25  # test views r_0, r_25, ... (every 25th test view of any scene)
@@ -52,34 +53,19 @@ def importable_as_installed() -> None:
 
 
 def train_variant(data: Path, preset: str, overrides: list[str], budget: float, device: str, out: Path) -> dict:
-    """Train one variant in this process and return its measurements."""
+    """Train one variant in this process and return its measurements, with the CUDA memory it peaked at."""
     import torch
 
-    from voxnerf.data import load_scene
-    from voxnerf.run.config import load_config, parse_override
     from voxnerf.train.session import preset_path
-    from voxnerf.train.trainer import Trainer
 
-    cfg = load_config(preset_path(preset), [{"max_time": budget, "max_steps": 10**9, "checkpoint_every": 10**9,
-                                             "eval_every_view": VIEW_STRIDE, "log_every": 10}]
-                      + [parse_override(o) for o in overrides])
-    scene = load_scene(data)
-    trainer = Trainer(scene, cfg, out, torch.device(device), eval_at=(budget / 2,), quiet=True)
-    summary = trainer.train()
-    final = trainer.evaluate(every=VIEW_STRIDE, with_lpips=False, write=False)["mean"]
-    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    tail = rows[len(rows) // 2:] or rows
-    median = lambda key: sorted(r[key] for r in tail)[len(tail) // 2]  # noqa: E731
+    m = train_and_measure(data, preset_path(preset), overrides, budget, device, out, (budget / 2,), VIEW_STRIDE, 10)
     cuda = torch.device(device).type == "cuda"
-    return {
-        "snapshots": summary["snapshots"], "psnr": final["psnr"], "ssim": final["ssim"], "steps": summary["step"],
-        "train_seconds": summary["elapsed"], "rays_per_s": median("rays_per_s"),
-        "samples_per_ray": median("samples_per_ray"), "resolution": rows[-1]["resolution"],
-        "occupied": rows[-1]["occupied"], "parameters": rows[-1]["parameters"],
-        "peak_allocated_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else None,
-        "peak_reserved_gib": torch.cuda.max_memory_reserved() / 2**30 if cuda else None,
-        "gpu": torch.cuda.get_device_name() if cuda else None,
-    }
+    return {**{k: m[k] for k in ("snapshots", "psnr", "ssim", "steps", "train_seconds", "rays_per_s",
+                                 "samples_per_ray")},
+            **{k: m["last"][k] for k in ("resolution", "occupied", "parameters")},
+            "peak_allocated_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else None,
+            "peak_reserved_gib": torch.cuda.max_memory_reserved() / 2**30 if cuda else None,
+            "gpu": torch.cuda.get_device_name() if cuda else None}
 
 
 def spawn(args, name: str, folder: str, preset: str, overrides: list[str], budget: float) -> dict:

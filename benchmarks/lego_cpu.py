@@ -19,14 +19,13 @@ import argparse
 import json
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from revisions import checkout
+from variant import train_and_measure
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data" / "nerf_synthetic" / "lego_100"
@@ -41,38 +40,11 @@ ABLATIONS = {
 
 
 def run_variant(config: str, budget: float, eval_at: list[float], overrides: list[str], threads: int, out: Path) -> dict:
-    """Train one variant in this process and return its measurements."""
+    """Train one variant in this process and return its measurements (variant.train_and_measure)."""
     import torch
 
-    from voxnerf.data import load_scene
-    from voxnerf.run.config import load_config, parse_override
-    from voxnerf.train.trainer import Trainer
-
     torch.set_num_threads(threads)
-    cfg = load_config(config, [{"max_time": budget, "max_steps": 10**9, "checkpoint_every": 10**9,
-                                "eval_every_view": VIEW_STRIDE, "log_every": 25}]
-                      + [parse_override(o) for o in overrides])
-    scene = load_scene(DATA)
-    trainer = Trainer(scene, cfg, out, torch.device("cpu"), eval_at=tuple(eval_at), quiet=True)
-    wall = time.perf_counter()
-    summary = trainer.train()
-    wall = time.perf_counter() - wall
-    final = trainer.evaluate(every=VIEW_STRIDE, with_lpips=False, write=False)["mean"]
-    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    tail = rows[len(rows) // 2:] or rows
-    median = lambda key: sorted(r[key] for r in tail)[len(tail) // 2]  # noqa: E731
-    return {
-        "snapshots": summary["snapshots"],
-        "final_psnr": final["psnr"],
-        "final_ssim": final["ssim"],
-        "steps": summary["step"],
-        "train_seconds": summary["elapsed"],
-        "wall_seconds_incl_eval": wall,
-        "rays_per_s_median": median("rays_per_s"),
-        "samples_per_ray_median": median("samples_per_ray"),
-        "skipped_fraction_median": median("skipped"),
-        "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
-    }
+    return train_and_measure(DATA, config, overrides, budget, "cpu", out, eval_at, VIEW_STRIDE)
 
 
 def spawn_variant(args, name: str, overrides: list[str], code: Path = REPO) -> dict:
@@ -100,8 +72,8 @@ def side_by_side(args) -> dict[str, dict]:
 def medians(results: dict[str, dict], prefix: str) -> str:
     """Median final PSNR and rays/s of the runs whose name starts with `prefix`."""
     runs = [r for name, r in results.items() if name.startswith(prefix)]
-    psnr = statistics.median(r["final_psnr"] for r in runs)
-    rays = statistics.median(r["rays_per_s_median"] for r in runs)
+    psnr = statistics.median(r["psnr"] for r in runs)
+    rays = statistics.median(r["rays_per_s"] for r in runs)
     return f"{prefix}: median final PSNR {psnr:.2f} dB, median rays/s {rays:.0f}"
 
 
@@ -112,9 +84,9 @@ def table(results: dict[str, dict], eval_at: list[float]) -> str:
     for name, r in results.items():
         at = {s["time"]: s["psnr"] for s in r["snapshots"]}
         cells = [f"{at[t]:.2f}" if t in at else "—" for t in eval_at]
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {r['final_psnr']:.2f} | {r['steps']} | "
-                     f"{r['rays_per_s_median']:.0f} | {r['samples_per_ray_median']:.1f} | "
-                     f"{r['skipped_fraction_median']:.0%} | {r['peak_rss_gib']:.2f} GiB |")
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {r['psnr']:.2f} | {r['steps']} | "
+                     f"{r['rays_per_s']:.0f} | {r['samples_per_ray']:.1f} | "
+                     f"{r['skipped']:.0%} | {r['peak_rss_gib']:.2f} GiB |")
     return "\n".join(lines)
 
 
