@@ -73,20 +73,31 @@ def link_variant(capture: Path, layout: str, root: Path) -> Path:
                 if entry.name.lower() != "masks":
                     (out / entry.name).symlink_to(entry.resolve())
         return out
+    from voxnerf.data.common import list_images
+
     poses = np.load(capture / "poses_bounds.npy")
     keep = forward_sweep(capture)
     if out.exists():
-        if np.array_equal(np.load(out / "poses_bounds.npy"), poses[keep]):
+        if (out / "poses_bounds.npy").is_file() and np.array_equal(np.load(out / "poses_bounds.npy"), poses[keep]):
             return out
-        shutil.rmtree(out)  # a sweep chosen by an earlier rule
+        remove_sweep(out)  # a sweep chosen by an earlier rule, or one left half built
     out.mkdir(parents=True)
     np.save(out / "poses_bounds.npy", poses[keep])
     (out / "images").mkdir()
-    images = sorted(p for p in (capture / "images").iterdir() if p.is_file())
-    for image, kept in zip(images, keep):
+    for image, kept in zip(list_images(capture / "images"), keep):  # the photos load_scene pairs with the poses
         if kept:
             (out / "images" / image.name).symlink_to(image.resolve())
     return out
+
+
+def remove_sweep(folder: Path) -> None:
+    """Delete a forward layout's folder that this script built (poses_bounds.npy and links to photos), and nothing
+    else: a folder holding any other file stops the benchmark with a message."""
+    built = {folder / "poses_bounds.npy", folder / "images"}
+    others = [p for p in folder.rglob("*") if p not in built and not p.is_symlink()]
+    if others:
+        sys.exit(f"{folder}: holds files this benchmark did not make ({others[0].name}); move them or pick another --out")
+    shutil.rmtree(folder)
 
 
 def forward_sweep(capture: Path) -> np.ndarray:
@@ -103,6 +114,8 @@ def forward_sweep(capture: Path) -> np.ndarray:
     near = cosines >= np.cos(np.radians(FORWARD_DEGREES))
     candidates = [(near[c].sum(), (cosines[c] * near[c]).sum(), c) for c in range(len(near))
                   if is_forward_facing(cameras.subset(np.nonzero(near[c])[0]))]
+    if not candidates:
+        sys.exit(f"{capture}: no photo and its neighbours within {FORWARD_DEGREES:.0f} deg are forward-facing")
     return near[max(candidates)[2]]
 
 

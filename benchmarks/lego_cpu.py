@@ -38,6 +38,11 @@ ABLATIONS = {
     "gradient checkpointing": ["render.checkpoint_chunk=16384"],
 }
 
+EARLIER_KEYS = {  # a checkout before benchmarks/variant.py names its results so
+    "final_psnr": "psnr", "final_ssim": "ssim", "wall_seconds_incl_eval": "wall_seconds",
+    "rays_per_s_median": "rays_per_s", "samples_per_ray_median": "samples_per_ray", "skipped_fraction_median": "skipped",
+}
+
 
 def run_variant(config: str, budget: float, eval_at: list[float], overrides: list[str], threads: int, out: Path) -> dict:
     """Train one variant in this process and return its measurements (variant.train_and_measure)."""
@@ -56,7 +61,8 @@ def spawn_variant(args, name: str, overrides: list[str], code: Path = REPO) -> d
     for o in overrides:
         cmd += ["--set", o]
     subprocess.run(cmd, check=True, env={**os.environ, "PYTHONPATH": str(code)})
-    return json.loads((out / "bench.json").read_text())
+    result = json.loads((out / "bench.json").read_text())
+    return {EARLIER_KEYS.get(key, key): value for key, value in result.items()}
 
 
 def side_by_side(args) -> dict[str, dict]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import resource
+import statistics
 import time
 from pathlib import Path
 from typing import Sequence
@@ -36,7 +37,7 @@ def train_and_measure(data: Path, config: str | Path | None, overrides: Sequence
     tail = rows[len(rows) // 2:] or rows
 
     def median(key: str) -> float:
-        return sorted(r[key] for r in tail)[len(tail) // 2]
+        return statistics.median(r[key] for r in tail)
 
     return {"snapshots": summary["snapshots"], "psnr": final["psnr"], "ssim": final["ssim"], "steps": summary["step"],
             "train_seconds": summary["elapsed"], "wall_seconds": wall, "rays_per_s": median("rays_per_s"),
