@@ -7,7 +7,7 @@ import torch.nn.functional as F
 import voxnerf.scenes as vs
 from voxnerf.data.space import Box
 from voxnerf.fields.interpolate import weighted_row_sum
-from voxnerf.fields.sparse_grid import BRICK_VOLUME, BrickIndex, SparseVoxelGrid, pruned, subdivided
+from voxnerf.fields.sparse_grid import BRICK, BRICK_VOLUME, BrickIndex, SparseVoxelGrid, pruned, subdivided
 from voxnerf.fields.voxels import SparseVoxelConfig, SparseVoxelField
 from voxnerf.render.model import Model
 from voxnerf.render.occupancy import OccupancyConfig, OccupancyGrid
@@ -157,6 +157,31 @@ def test_topology_changes_carry_adam_moments_with_their_vertices():
     assert torch.allclose(got, expected, atol=1e-6)
     field.density_at(x).sum().backward()
     opt.step()  # and the optimizer keeps working on the new parameters
+
+
+def test_total_variation_in_training_draws_its_vertices_where_the_step_read():
+    """With the row spaces open (a training step), TV's gradient lands only on read rows and their +x/+y/+z
+    neighbours: where the step's samples are, not on random cells of the whole grid."""
+    from voxnerf.run.config import OptimConfig
+
+    field = SparseVoxelField(SparseVoxelConfig(feature_dim=3), 16, Box())
+    with torch.no_grad():
+        field.grid.density.copy_(torch.randn(len(field.grid.density), generator=torch.Generator().manual_seed(0)))
+    optim = OptimConfig(tv_density=1.0, tv_features=1.0, tv_vertices=512)
+    x = torch.rand(4, 3) * 0.2 - 0.1  # a few points near the centre of the unit box
+    with field.row_spaces() as (space,):
+        field.density(field.lookup(x)).sum().backward()  # the step's read: 32 stencil rows
+        read = torch.unique(torch.cat(space.rows))
+        field.regularization(optim, torch.Generator().manual_seed(1)).backward()
+    touched = torch.nonzero(field.grid.density.grad).squeeze(-1)
+    local = read % BRICK_VOLUME
+    v = field.grid.brick_coords[read // BRICK_VOLUME] * BRICK + torch.stack(
+        [local // (BRICK * BRICK), (local // BRICK) % BRICK, local % BRICK], -1)
+    near = field.grid.bricks.vertex_slots((v[:, None] + torch.cat([torch.zeros(1, 3, dtype=torch.long),
+                                                                  torch.eye(3, dtype=torch.long)])).reshape(-1, 3))
+    assert len(read) <= 32 and len(touched) > len(read) // 2
+    assert set(touched.tolist()) <= set(near[near >= 0].tolist())
+    assert len(field.grid.bricks.real_cell_rows()) > 50 * len(touched)
 
 
 def test_total_variation_is_zero_for_a_constant_grid_and_pulls_neighbours_together():

@@ -95,14 +95,16 @@ class SparseVoxelField(Field):
         return groups
 
     def regularization(self, optim, generator: torch.Generator) -> torch.Tensor | float:
-        """Total variation of raw density and features on `tv_vertices` random vertices of real cells."""
+        """Total variation of raw density and features on `tv_vertices` vertices of each level drawn from the rows
+        this step's samples read (where the photos look, in proportion to how often; `tv_rows`), the rows random
+        real cells start at when no samples were read through its row space."""
         if not (optim.tv_density or optim.tv_features):
             return 0.0
         loss = 0.0
         for grid in self.grids():
-            cells = grid.bricks.real_cell_rows()
-            pick = torch.randint(0, len(cells), (optim.tv_vertices,), generator=generator, device=generator.device)
-            tv_density, tv_features = grid.total_variation(cells[pick.to(cells.device)])
+            rows = tv_rows(grid)
+            pick = torch.randint(0, len(rows), (optim.tv_vertices,), generator=generator, device=generator.device)
+            tv_density, tv_features = grid.total_variation(rows[pick.to(rows.device)])
             loss = loss + optim.tv_density * tv_density + optim.tv_features * tv_features
         return loss
 
@@ -142,3 +144,10 @@ class SparseVoxelField(Field):
     def state(self) -> dict:
         return {**super().state(), **{f"{name}_resolution": getattr(self, name).resolution
                                       for name in ("grid", "detail") if getattr(self, name) is not None}}
+
+
+def tv_rows(grid: SparseVoxelGrid) -> torch.Tensor:
+    """(K,) int64 rows of a level that total variation draws its vertices from: every read this step declared
+    through the level's open row space (repeats kept), else the rows of its real cells."""
+    reads = grid.row_space.rows if grid.row_space is not None else []
+    return torch.cat(reads) if reads else grid.bricks.real_cell_rows()
