@@ -7,7 +7,7 @@ import torch.nn.functional as F
 import voxnerf.scenes as vs
 from voxnerf.data.space import Box
 from voxnerf.fields.interpolate import weighted_row_sum
-from voxnerf.fields.sparse_grid import BRICK, BRICK_VOLUME, BrickIndex, SparseVoxelGrid, pruned, subdivided
+from voxnerf.fields.sparse_grid import BRICK_VOLUME, BrickIndex, SparseVoxelGrid, pruned, subdivided
 from voxnerf.fields.voxels import SparseVoxelConfig, SparseVoxelField
 from voxnerf.render.model import Model
 from voxnerf.render.occupancy import OccupancyConfig, OccupancyGrid
@@ -174,9 +174,7 @@ def test_total_variation_in_training_draws_its_vertices_where_the_step_read():
         read = torch.unique(torch.cat(space.rows))
         field.regularization(optim, torch.Generator().manual_seed(1)).backward()
     touched = torch.nonzero(field.grid.density.grad).squeeze(-1)
-    local = read % BRICK_VOLUME
-    v = field.grid.brick_coords[read // BRICK_VOLUME] * BRICK + torch.stack(
-        [local // (BRICK * BRICK), (local // BRICK) % BRICK, local % BRICK], -1)
+    v = field.grid.bricks.slot_vertices()[read]
     near = field.grid.bricks.vertex_slots((v[:, None] + torch.cat([torch.zeros(1, 3, dtype=torch.long),
                                                                   torch.eye(3, dtype=torch.long)])).reshape(-1, 3))
     assert len(read) <= 32 and len(touched) > len(read) // 2

@@ -412,9 +412,7 @@ class SparseVoxelGrid(BrickModule):
         Returns:
             mean squared difference of raw density () and of features (), over the existing neighbour pairs.
         """
-        local = rows % BRICK_VOLUME
-        offsets = torch.stack([local // (BRICK * BRICK), (local // BRICK) % BRICK, local % BRICK], -1)
-        v = self.brick_coords[rows // BRICK_VOLUME] * BRICK + offsets
+        v = self.bricks.slot_vertices()[rows]
         n = v.unsqueeze(1) + torch.eye(3, dtype=torch.long, device=v.device)  # (N, 3, 3) neighbours
         nb = self.bricks.vertex_slots(n.clamp_max(self.resolution))
         valid = (nb >= 0) & (n <= self.resolution).all(-1)
