@@ -182,6 +182,26 @@ def test_total_variation_in_training_draws_its_vertices_where_the_step_read():
     assert len(field.grid.bricks.real_cell_rows()) > 50 * len(touched)
 
 
+def test_a_row_space_gather_adds_the_same_gradient_as_an_index_at_the_rows_read():
+    """`RowSpace.gather` keeps its rows' gradient apart and adds it at close; beside a declared read of the same
+    table, the tables' gradients are those of plain indexing (repeated rows summed)."""
+    grid = random_grid(16)
+    read = torch.randint(0, len(grid.density), (40,), generator=torch.Generator().manual_seed(2))
+    few = torch.tensor([[3, 7, 7], [7, 11, 2]])  # (2, 3): a row twice, a row also read above
+
+    def loss(features, gathered):
+        return (features[read] ** 2).sum() + (gathered["features"] * torch.arange(1.0, 4.0)).sum() \
+            + gathered["density"].pow(3).sum()
+
+    with grid.row_space_open() as space:
+        loss(space.read(read)["features"], space.gather(few)).backward()
+    assert space.rows[-1].tolist() == few.reshape(-1).tolist()
+    expected = random_grid(16)
+    loss(expected.features, {"density": expected.density[few], "features": expected.features[few]}).backward()
+    assert torch.allclose(grid.features.grad, expected.features.grad)
+    assert torch.allclose(grid.density.grad, expected.density.grad)  # only the gather read density
+
+
 def test_total_variation_is_zero_for_a_constant_grid_and_pulls_neighbours_together():
     grid = random_grid(16)
     rows = torch.arange(0, len(grid.density), 5)

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from voxnerf.fields.interpolate import weighted_row_sum
-from voxnerf.fields.row_space import RowSpace
+from voxnerf.fields.row_space import RowSpace, take_rows
 
 STENCIL_CHUNK = 1 << 18  # vertices per step when a stencil is built for all the bricks (bounds its temporaries)
 
@@ -404,6 +404,12 @@ class SparseVoxelGrid(BrickModule):
             return {"density": self.density, "features": self.features}
         return self.row_space.read(rows)
 
+    def _gather(self, rows: torch.Tensor) -> dict[str, torch.Tensor]:
+        """density and features at a few `rows` (any shape): through the open RowSpace's `gather`, if any."""
+        if self.row_space is None:
+            return {"density": take_rows(self.density, rows), "features": take_rows(self.features, rows)}
+        return self.row_space.gather(rows)
+
     def total_variation(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Squared differences between the given vertices and their +x, +y, +z neighbours (where allocated).
 
@@ -416,16 +422,12 @@ class SparseVoxelGrid(BrickModule):
         n = v.unsqueeze(1) + torch.eye(3, dtype=torch.long, device=v.device)  # (N, 3, 3) neighbours
         nb = self.bricks.vertex_slots(n.clamp_max(self.resolution))
         valid = (nb >= 0) & (n <= self.resolution).all(-1)
-        nb = nb[valid]
-        here = rows.unsqueeze(1).expand_as(valid)[valid]
-        tables = self._tables(torch.cat([here, nb]))
-        density, features = tables["density"], tables["features"]
-        if len(nb) == 0:
-            zero = density.sum() * 0
-            return zero, zero
-        d_density = (density[here] - density[nb]).pow(2).mean()
-        d_features = (features[here] - features[nb]).pow(2).mean()
-        return d_density, d_features
+        pairs = torch.stack([rows.unsqueeze(1).expand_as(valid)[valid], nb[valid]])  # (2, P) vertex, neighbour
+        gathered = self._gather(pairs)
+        density, features = gathered["density"], gathered["features"]
+        if pairs.shape[1] == 0:
+            return density.sum(), features.sum()  # zeros: no pair to compare
+        return (density[0] - density[1]).pow(2).mean(), (features[0] - features[1]).pow(2).mean()
 
 
 def all_bricks(resolution: int) -> torch.Tensor:
