@@ -101,15 +101,18 @@ class RowSpace:
 
 
 class _KeptGradientGather(torch.autograd.Function):
-    """table[rows] whose backward appends (name, rows, gradient) to `kept` instead of returning a table gradient."""
+    """table[rows] whose backward appends (name, rows, gradient) to `kept` instead of returning a table gradient.
+    A gather: under CUDA autocast it keeps the table's dtype."""
 
     @staticmethod
+    @torch.amp.custom_fwd(device_type="cuda")
     def forward(ctx, table, rows, kept, name):
         ctx.save_for_backward(rows)
         ctx.kept, ctx.name = kept, name
         return take_rows(table, rows)
 
     @staticmethod
+    @torch.amp.custom_bwd(device_type="cuda")
     def backward(ctx, grad_out):
         (rows,) = ctx.saved_tensors
         ctx.kept.append((ctx.name, rows, grad_out))
