@@ -8,7 +8,7 @@ from voxnerf.data import load_scene
 from voxnerf.data.space import Box
 from voxnerf.fields.base import field_from_state
 from voxnerf.fields.sparse_grid import BRICK, BrickIndex, grown
-from voxnerf.fields.voxels import SparseVoxelConfig, SparseVoxelField
+from voxnerf.fields.voxels import SparseVoxelConfig, SparseVoxelField, plus_detail
 from voxnerf.render.model import Model
 from voxnerf.render.occupancy import OccupancyConfig, OccupancyGrid
 from voxnerf.run.config import Level, load_config
@@ -120,3 +120,24 @@ def test_training_with_a_detail_level_grows_it_and_scores_as_the_grid_alone(sphe
                       quiet=True)
     assert torch.equal(resumed.model.field.detail.brick_coords, detail.brick_coords)
     assert torch.equal(resumed.model.field.detail.features, detail.features)
+
+
+def test_the_detail_level_read_at_the_samples_inside_its_bricks_equals_a_read_at_every_sample():
+    """`plus_detail` reads the level only where a sample's stencil touches its bricks: values and gradients are
+    those of the read at every sample (the rest add zero)."""
+    field = detail_model().field
+    change = grown(field.detail.bricks, 32, torch.tensor([[1, 1, 1], [2, 1, 3]]))
+    field.detail.density = torch.nn.Parameter(torch.randn(change.bricks.num_rows))
+    field.detail.features = torch.nn.Parameter(torch.randn(change.bricks.num_rows, 4))
+    field.detail.set_bricks(change.bricks)
+    rows, weights = field.detail.stencil(torch.rand(3000, 3) * 2 - 1)
+    assert 0 < weights.any(-1).sum() < len(weights)  # some samples inside, some outside
+    for read, table in ((field.detail.density_at, field.detail.density), (field.detail.features_at, field.detail.features)):
+        base = torch.randn(len(rows), *table.shape[1:], requires_grad=True)
+        results = []
+        for out in (plus_detail(base, read, rows, weights), base + read(rows, weights)):
+            table.grad = base.grad = None
+            (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+            results.append((out.detach(), table.grad.clone(), base.grad.clone()))
+        for compact, full in zip(*results):
+            assert torch.allclose(compact, full, atol=1e-6)

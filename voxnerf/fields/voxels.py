@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 
 from voxnerf.data.space import Space
 from voxnerf.fields.base import Field, Lookup
 from voxnerf.fields.decoder import ColorDecoder, DensityActivation, GridFieldConfig
-from voxnerf.fields.row_space import RowSpace
+from voxnerf.fields.row_space import RowSpace, take_rows
 from voxnerf.fields.sparse_grid import BrickModule, SparseVoxelGrid
 
 MAX_INIT_STRETCH = 1000.0  # see SparseVoxelField._initial_density
@@ -72,14 +72,14 @@ class SparseVoxelField(Field):
     def density(self, lookup: Lookup) -> torch.Tensor:
         raw = self.grid.density_at(*lookup[:2])
         if len(lookup) > 2:
-            raw = raw + self.detail.density_at(*lookup[2:])
+            raw = plus_detail(raw, self.detail.density_at, *lookup[2:])
         return self.activate(raw)
 
     def color(self, lookup: Lookup, dirs: torch.Tensor, amp_dtype: torch.dtype | None = None,
               codes: torch.Tensor | None = None) -> torch.Tensor:
         features = self.grid.features_at(*lookup[:2])
         if len(lookup) > 2:
-            features = features + self.detail.features_at(*lookup[2:])
+            features = plus_detail(features, self.detail.features_at, *lookup[2:])
         return self.decoder(features, dirs, amp_dtype, codes)
 
     # ---- training -------------------------------------------------------------------------------------------
@@ -144,6 +144,20 @@ class SparseVoxelField(Field):
     def state(self) -> dict:
         return {**super().state(), **{f"{name}_resolution": getattr(self, name).resolution
                                       for name in ("grid", "detail") if getattr(self, name) is not None}}
+
+
+def plus_detail(base: torch.Tensor, read: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], rows: torch.Tensor,
+                weights: torch.Tensor) -> torch.Tensor:
+    """`base` (N, ...) plus the detail level's interpolation `read(rows, weights)` (`density_at` or `features_at`).
+
+    The level covers a small share of the space, and a sample whose stencil holds none of its vertices (all weights
+    zero) adds nothing: on a CPU only the samples inside are read (a `nonzero`: the gather, its backward and the
+    row space's notes shrink with them); on CUDA every sample is (a `nonzero` would make the host wait a step).
+    """
+    if base.is_cuda:
+        return base + read(rows, weights)
+    inside = torch.nonzero(weights.any(-1)).squeeze(-1)
+    return base.index_add(0, inside, read(take_rows(rows, inside), take_rows(weights, inside)))
 
 
 def tv_rows(grid: SparseVoxelGrid) -> torch.Tensor:
