@@ -1,10 +1,13 @@
 """The detail level (issue 39 item 2): a finer sparse grid added to the field on the bricks whose cells carry the
 largest training gradients, grown by the owner of topology, saved and restored with the run."""
 
+import numpy as np
 import pytest
 import torch
 
 from voxnerf.data import load_scene
+from voxnerf.data.cameras import Cameras, look_at
+from voxnerf.data.footprint import pixel_footprint
 from voxnerf.data.space import Box
 from voxnerf.fields.base import field_from_state
 from voxnerf.fields.sparse_grid import BRICK, BrickIndex, grown
@@ -102,22 +105,28 @@ def test_a_field_with_a_detail_level_is_restored_from_its_state():
     assert len(restored.param_groups(load_config(None).optim)) == 3
 
 
-def test_training_with_a_detail_level_grows_it_and_scores_as_the_grid_alone(sphere_scene, tmp_path):  # noqa: F811
-    """The same toy run with and without the level: it grows to its share of rows at twice the finest resolution,
-    scores within 0.5 dB of the run without it (the sphere has no detail finer than its 64^3 grid), and resumes."""
+def test_training_grows_the_detail_level_where_its_cells_cover_a_pixel_scores_as_the_grid_alone_and_resumes(
+        sphere_scene, tmp_path):  # noqa: F811
+    """48-pixel photos. On a 16^3 grid the level (32^3: cells of ~1.7 pixels) grows to at most its share of rows,
+    scores within 0.5 dB of the grid alone, and resumes; on a 64^3 grid its 128^3 cells would cover half a pixel,
+    and it gets no bricks."""
+    coarse = [{"until": 1.0, "resolution": 16, "image_scale": 1.0}]
     psnr, trainers = {}, {}
-    for share in (0.0, 0.5):
-        cfg = load_config(None, [{**TOY_CONFIG, "max_steps": 300, "field": {"detail_share": share, "detail_at": 0.6}}])
-        trainers[share] = Trainer(load_scene(sphere_scene), cfg, tmp_path / str(share), torch.device("cpu"), quiet=True)
-        trainers[share].train()
-        psnr[share] = trainers[share].evaluate(with_lpips=False, write=False)["mean"]["psnr"]
-    assert trainers[0.0].model.field.detail is None
-    model = trainers[0.5].model
+    for name, levels, share in (("alone", coarse, 0.0), ("detail", coarse, 0.5),
+                                ("fine", TOY_CONFIG["levels"], 0.5)):
+        cfg = load_config(None, [{**TOY_CONFIG, "levels": levels, "max_steps": 300,
+                                  "field": {"detail_share": share, "detail_at": 0.6}}])
+        trainers[name] = Trainer(load_scene(sphere_scene), cfg, tmp_path / name, torch.device("cpu"), quiet=True)
+        trainers[name].train()
+        psnr[name] = trainers[name].evaluate(with_lpips=False, write=False)["mean"]["psnr"]
+    assert trainers["alone"].model.field.detail is None
+    assert trainers["fine"].model.field.detail.resolution == 128 and trainers["fine"].model.field.detail.num_bricks == 0
+    model = trainers["detail"].model
     detail = model.field.detail
-    assert detail.resolution == 128 and 0 < detail.bricks.num_rows <= 0.5 * model.estimator.bricks.num_rows
-    assert psnr[0.5] > psnr[0.0] - 0.5, psnr
-    resumed = Trainer(load_scene(sphere_scene), trainers[0.5].cfg, tmp_path / "0.5", torch.device("cpu"), resume=True,
-                      quiet=True)
+    assert detail.resolution == 32 and 0 < detail.bricks.num_rows <= 0.5 * model.estimator.bricks.num_rows
+    assert psnr["detail"] > psnr["alone"] - 0.5, psnr
+    resumed = Trainer(load_scene(sphere_scene), trainers["detail"].cfg, tmp_path / "detail", torch.device("cpu"),
+                      resume=True, quiet=True)
     assert torch.equal(resumed.model.field.detail.brick_coords, detail.brick_coords)
     assert torch.equal(resumed.model.field.detail.features, detail.features)
 
@@ -141,3 +150,36 @@ def test_the_detail_level_read_at_the_samples_inside_its_bricks_equals_a_read_at
             results.append((out.detach(), table.grad.clone(), base.grad.clone()))
         for compact, full in zip(*results):
             assert torch.allclose(compact, full, atol=1e-6)
+
+
+def one_camera(distance: float, look: float = 1.0, focal: float = 100.0, size: int = 100) -> Cameras:
+    """A pinhole camera `distance` from the origin on the -z axis, looking at it (look = 1) or away (-1), `size`
+    pixels square."""
+    eye = np.array([0.0, 0.0, -distance])
+    c2w = look_at(eye, eye + [0.0, 0.0, look], np.array([0.0, 1.0, 0.0]))
+    return Cameras(c2w[None], np.array([[focal, focal, size / 2, size / 2]]), np.array([[size, size]]), np.zeros((1, 4)))
+
+
+def test_a_cells_pixel_footprint_is_its_edge_over_its_depth_in_focal_lengths_and_zero_where_unseen():
+    """A cell of edge 0.02 at the origin, 2 units from a camera of focal 100 px: 1 px; through a space that doubles
+    every length, 2 px; behind the camera or outside its image: 0."""
+    g = torch.tensor([[0.0, 0.0, 0.0], [0.0, 0.0, -0.99], [0.9, 0.9, -0.9]])
+    pixels = pixel_footprint(one_camera(2.0), Box(), g, 0.02)
+    assert pixels[0] == pytest.approx(1.0, rel=0.02) and pixels[2] == 0  # the corner point falls outside the image
+    assert pixels[1] == pytest.approx(100 * 0.02 / 1.01, rel=0.02)  # nearer the camera: larger
+    assert pixel_footprint(one_camera(2.0), Box(scale=0.5), g[:1], 0.02)[0] == pytest.approx(2.0, rel=0.02)
+    assert pixel_footprint(one_camera(2.0, look=-1.0), Box(), g[:1], 0.02)[0] == 0  # the camera looks away
+
+
+def test_the_detail_level_grows_only_where_its_cells_cover_a_training_pixel():
+    """With every cell's footprint below a pixel the level gets no bricks; with the left half's above, only there."""
+    grown_bricks = {}
+    for name, footprint in (("none wide", lambda g, cell: torch.full((len(g),), 0.9)),
+                            ("left wide", lambda g, cell: torch.where(g[:, 0] < 0, 2.0, 0.5))):
+        model = detail_model(share=8.0)
+        strategy = TopologyStrategy(OccupancyConfig(), [Level(1.0, 16, 1.0)], 0.5, footprint=footprint)
+        strategy.grow_detail(model, model.field.detail, None)
+        grown_bricks[name] = model.field.detail.brick_coords
+    assert len(grown_bricks["none wide"]) == 0
+    left = grown_bricks["left wide"]
+    assert len(left) > 0 and (left[:, 0] * BRICK * 2 / 32 - 1 < 0).all()

@@ -17,8 +17,8 @@ import torch
 from torch import nn
 
 from voxnerf.fields import Field
-from voxnerf.fields.sparse_grid import (BRICK, BRICK_VOLUME, STENCIL_CHUNK, BrickChange, BrickModule, flat_index,
-                                       grid_coords, grown, pruned, subdivided)
+from voxnerf.fields.sparse_grid import (BRICK, BRICK_VOLUME, STENCIL_CHUNK, BrickChange, BrickIndex, BrickModule,
+                                       flat_index, grid_coords, grown, pruned, subdivided)
 from voxnerf.render.model import Model
 from voxnerf.render.occupancy import OccupancyConfig, OccupancyGrid
 from voxnerf.run.config import Level
@@ -62,7 +62,9 @@ class TopologyStrategy:
     after each optimizer step and may update occupancy and refine the field and the estimator. `reduce_max`
     combines the occupancy statistic (V,) over the ranks of a multi-process job before thresholding, so every
     rank takes the same decision (the default, for one process, leaves it as it is); `share` = (rank, ranks) splits
-    the statistic's work among them (see OccupancyGrid.update).
+    the statistic's work among them (see OccupancyGrid.update). `footprint(g, cell)` (voxnerf.data.footprint) gives
+    the most training pixels (K,) a cell of edge `cell` at grid points g (K, 3) covers: the detail level grows only
+    where its cells cover a pixel or more (None: everywhere).
     """
 
     occupancy: OccupancyConfig
@@ -70,6 +72,7 @@ class TopologyStrategy:
     step_ratio: float
     reduce_max: Callable[[torch.Tensor], torch.Tensor] = lambda t: t
     share: tuple[int, int] = (0, 1)
+    footprint: Callable[[torch.Tensor, float], torch.Tensor] | None = None
     _density: FixedPointsDensity | None = field(default=None, init=False, repr=False)
 
     def skipping(self, step: int) -> bool:
@@ -119,10 +122,22 @@ class TopologyStrategy:
         catch_up(optimizer)
         estimator = model.estimator
         budget = int(model.field.cfg.detail_share * estimator.bricks.num_rows)
-        bricks = detail_bricks(estimator, gradient_energy(model.field.brick_modules(), optimizer),
-                               2 * estimator.resolution, budget // BRICK_VOLUME)
+        resolution = 2 * estimator.resolution
+        bricks = detail_bricks(estimator.bricks, self.detail_cells(estimator, resolution),
+                               gradient_energy(model.field.brick_modules(), optimizer), resolution,
+                               budget // BRICK_VOLUME)
         change_bricks([detail], grown(detail.bricks, 2 * estimator.resolution, bricks), optimizer)
         self._density = None  # the field's lookups changed with its topology
+
+    def detail_cells(self, estimator: OccupancyGrid, resolution: int) -> torch.Tensor:
+        """(V,) bool, the estimator's occupied cells that a level at `resolution` may refine: those where its cells
+        would cover at least a training pixel (`footprint`), since a finer cell has nothing more to learn."""
+        cells = estimator.occupied & estimator.bricks.real_cells()
+        if self.footprint is None:
+            return cells
+        rows = torch.nonzero(cells).squeeze(-1)
+        pixels = self.footprint(estimator.bricks.cell_centers()[rows], 2.0 / resolution)
+        return cells.index_fill_(0, rows[pixels < 1.0], False)
 
     def refine(self, model: Model, resolution: int, optimizer: torch.optim.Optimizer | None) -> None:
         """The model's bricks refined to `resolution` (`refine`: the estimator, the field's per-row tables and the
@@ -144,18 +159,22 @@ def gradient_energy(modules: Sequence[BrickModule], optimizer: torch.optim.Optim
     return energy
 
 
-def detail_bricks(estimator: OccupancyGrid, energy: torch.Tensor, resolution: int, count: int) -> torch.Tensor:
-    """The `count` bricks of a grid at `resolution` (a multiple of the estimator's) whose occupied cells of the
-    estimator carry the most gradient energy (each cell: its 8 corner rows' `energy`), as SVRaster refines the
-    voxels of largest accumulated gradient.
+def detail_bricks(bricks: BrickIndex, cells: torch.Tensor, energy: torch.Tensor, resolution: int,
+                  count: int) -> torch.Tensor:
+    """The `count` bricks of a grid at `resolution` (a multiple of the bricks') whose `cells` carry the most
+    gradient energy (each cell: its 8 corner rows' `energy`), as SVRaster refines the voxels of largest accumulated
+    gradient.
 
+    Args:
+        bricks: the estimator's bricks (the grid's cells).
+        cells: (V,) bool, the cells that may be refined (occupied, and wide enough: `TopologyStrategy.detail_cells`).
+        energy: (V,) per row, see `gradient_energy`.
     Returns:
-        (M, 3) int64 brick coordinates at `resolution`, M <= count (bricks without an occupied cell are never chosen).
+        (M, 3) int64 brick coordinates at `resolution`, M <= count (bricks without such a cell are never chosen).
     """
-    corners = estimator.bricks.cell_corner_rows().long()
+    corners = bricks.cell_corner_rows().long()
     cell_energy = torch.where(corners >= 0, energy[corners.clamp_min(0)], 0).sum(-1)
-    cells = estimator.occupied & estimator.bricks.real_cells()
-    fine = estimator.bricks.slot_vertices()[cells] * (resolution // estimator.resolution) >> 3  # (K, 3) fine bricks
+    fine = bricks.slot_vertices()[cells] * (resolution // bricks.resolution) >> 3  # (K, 3) fine bricks
     n = resolution // BRICK + 1
     score = torch.zeros(n**3, device=energy.device).index_add_(0, flat_index(fine, n), cell_energy[cells] + 1e-12)
     return grid_coords(score.topk(min(count, int((score > 0).sum()))).indices, n)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -12,6 +13,7 @@ import numpy as np
 import torch
 
 from voxnerf.data.cameras import Cameras
+from voxnerf.data.footprint import pixel_footprint
 from voxnerf.data.normalize import space_for
 from voxnerf.data.scene import Scene
 from voxnerf.render.model import Model
@@ -65,8 +67,6 @@ class Trainer:
         self.amp_dtype = amp_dtype_for(cfg.precision, device)
         # fp16 gradients underflow without loss scaling: on CUDA, and on the CPU where fp16 stands in for it
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.amp_dtype == torch.float16)
-        self.strategy = TopologyStrategy(occupancy_for_ranks(cfg.occupancy, self.world.size), cfg.levels,
-                                         cfg.render.step_ratio, self.world.max_, (self.world.rank, self.world.size))
         self.generator = self.world.generator(cfg.seed, device=device)
         self.step, self.elapsed, self.n_rays = 0, 0.0, cfg.optim.min_rays
         self.own_time = 0.0  # this process's training time to the end of its last step (rank 0's is the job's)
@@ -80,6 +80,10 @@ class Trainer:
         if init is not None:
             self.model = Model.from_checkpoint(load_checkpoint(init, "cpu"))
         self.model.to(device)
+        finest = scene.cameras.subset(scene.split_indices("train")).scaled(cfg.levels[-1].image_scale)
+        self.strategy = TopologyStrategy(occupancy_for_ranks(cfg.occupancy, self.world.size), cfg.levels,
+                                         cfg.render.step_ratio, self.world.max_, (self.world.rank, self.world.size),
+                                         partial(pixel_footprint, finest, self.model.space))
         self.optimizer = self._make_optimizer()
         if resume:
             self._restore(load_checkpoint(self.out / CHECKPOINT, "cpu"))  # moved to the device piece by piece
