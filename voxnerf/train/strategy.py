@@ -126,7 +126,7 @@ class TopologyStrategy:
         bricks = detail_bricks(estimator.bricks, self.detail_cells(estimator, resolution),
                                gradient_energy(model.field.brick_modules(), optimizer), resolution,
                                budget // BRICK_VOLUME)
-        change_bricks([detail], grown(detail.bricks, 2 * estimator.resolution, bricks), optimizer)
+        change_bricks([detail], grown(detail.bricks, resolution, bricks), optimizer)
         self._density = None  # the field's lookups changed with its topology
 
     def detail_cells(self, estimator: OccupancyGrid, resolution: int) -> torch.Tensor:
