@@ -152,6 +152,21 @@ def test_the_detail_level_read_at_the_samples_inside_its_bricks_equals_a_read_at
             assert torch.allclose(compact, full, atol=1e-6)
 
 
+def test_total_variation_smooths_the_grid_and_leaves_the_detail_level_free():
+    """TV regularizes the grid's rows only: the detail level holds what the grid is too coarse for."""
+    from voxnerf.run.config import OptimConfig
+
+    field = detail_model().field
+    change = grown(field.detail.bricks, 32, torch.tensor([[1, 1, 1], [2, 1, 3]]))
+    gen = torch.Generator().manual_seed(1)
+    field.detail.density = torch.nn.Parameter(torch.randn(change.bricks.num_rows, generator=gen))
+    field.detail.features = torch.nn.Parameter(torch.randn(change.bricks.num_rows, 4, generator=gen))
+    field.detail.set_bricks(change.bricks)
+    field.regularization(OptimConfig(tv_density=1.0, tv_features=1.0, tv_vertices=4096), gen).backward()
+    assert field.grid.density.grad.abs().sum() > 0 and field.grid.features.grad.abs().sum() > 0
+    assert field.detail.density.grad is None and field.detail.features.grad is None
+
+
 def one_camera(distance: float, look: float = 1.0, focal: float = 100.0, size: int = 100) -> Cameras:
     """A pinhole camera `distance` from the origin on the -z axis, looking at it (look = 1) or away (-1), `size`
     pixels square."""

@@ -95,18 +95,17 @@ class SparseVoxelField(Field):
         return groups
 
     def regularization(self, optim, generator: torch.Generator) -> torch.Tensor | float:
-        """Total variation of raw density and features on `tv_vertices` vertices of each level drawn from the rows
+        """Total variation of the grid's raw density and features on `tv_vertices` vertices drawn from the rows
         this step's samples read (where the photos look, in proportion to how often; `tv_rows`), the rows random
-        real cells start at when no samples were read through its row space."""
+        real cells start at when no samples were read through its row space. The detail level is left out: it
+        holds what the grid is too coarse for, which a smoothness term on its own rows would take back (and the
+        term was half the level's cost a step)."""
         if not (optim.tv_density or optim.tv_features):
             return 0.0
-        loss = 0.0
-        for grid in self.grids():
-            rows = tv_rows(grid)
-            pick = torch.randint(0, len(rows), (optim.tv_vertices,), generator=generator, device=generator.device)
-            tv_density, tv_features = grid.total_variation(rows[pick.to(rows.device)])
-            loss = loss + optim.tv_density * tv_density + optim.tv_features * tv_features
-        return loss
+        rows = tv_rows(self.grid)
+        pick = torch.randint(0, len(rows), (optim.tv_vertices,), generator=generator, device=generator.device)
+        tv_density, tv_features = self.grid.total_variation(rows[pick.to(rows.device)])
+        return optim.tv_density * tv_density + optim.tv_features * tv_features
 
     def grids(self) -> list[SparseVoxelGrid]:
         """The grid, then the detail level once it has bricks: the levels a Lookup reads, in its order."""

@@ -42,7 +42,7 @@ class OptimConfig:
     entropy_weight: float = 1e-3  # binary-entropy penalty on ray opacity: no haze in front of the background (DVGO)
     sparsity_weight: float = 0.0  # L1 penalty on sample opacity (pushes empty space to zero density; erodes thin parts)
     distortion_weight: float = 0.0  # Mip-NeRF 360 distortion loss per ray: weight in one stretch (floaters, haze)
-    tv_density: float = 0.0  # total variation on the raw density of vertices the step's samples read (smooths floaters)
+    tv_density: float = 0.0  # total variation on the raw density of the grid's vertices a step reads (smooths floaters)
     tv_features: float = 0.0  # total variation on their features
     tv_vertices: int = 16384  # vertices drawn per step for total variation, among the rows the samples read
     row_sparse: bool = False  # Adam updates the grid only at the rows a step read, with dense Adam's result
