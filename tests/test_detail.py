@@ -49,6 +49,15 @@ def detail_model(share: float = 0.5) -> Model:
     return Model(field, OccupancyGrid(16, Box()))
 
 
+def grow_two_bricks(field: SparseVoxelField) -> None:
+    """Give `field`'s detail level two bricks at 32^3 with random density and features (4 channels)."""
+    gen = torch.Generator().manual_seed(1)
+    change = grown(field.detail.bricks, 32, torch.tensor([[1, 1, 1], [2, 1, 3]]))
+    field.detail.density = torch.nn.Parameter(torch.randn(change.bricks.num_rows, generator=gen))
+    field.detail.features = torch.nn.Parameter(torch.randn(change.bricks.num_rows, 4, generator=gen))
+    field.detail.set_bricks(change.bricks)
+
+
 def test_the_detail_level_grows_where_the_gradients_are_and_leaves_the_field_as_it_was():
     """Gradients only from points with x > 0.1: every brick of the detail level (32^3, bricks 0.5 wide) lies at
     x >= 0, its rows are `detail_share` of the grid's at most, the field is unchanged (the new level starts at zero),
@@ -89,12 +98,8 @@ def test_the_detail_level_grows_where_the_gradients_are_and_leaves_the_field_as_
 
 
 def test_a_field_with_a_detail_level_is_restored_from_its_state():
-    model = detail_model()
-    field = model.field
-    change = grown(field.detail.bricks, 32, torch.tensor([[1, 1, 1], [2, 1, 3]]))
-    field.detail.density = torch.nn.Parameter(torch.randn(change.bricks.num_rows))
-    field.detail.features = torch.nn.Parameter(torch.randn(change.bricks.num_rows, 4))
-    field.detail.set_bricks(change.bricks)
+    field = detail_model().field
+    grow_two_bricks(field)
     restored = field_from_state(field.state(), Box())
     probe = torch.rand(2000, 3) * 2 - 1
     with torch.no_grad():
@@ -135,10 +140,7 @@ def test_the_detail_level_read_at_the_samples_inside_its_bricks_equals_a_read_at
     """`plus_detail` reads the level only where a sample's stencil touches its bricks: values and gradients are
     those of the read at every sample (the rest add zero)."""
     field = detail_model().field
-    change = grown(field.detail.bricks, 32, torch.tensor([[1, 1, 1], [2, 1, 3]]))
-    field.detail.density = torch.nn.Parameter(torch.randn(change.bricks.num_rows))
-    field.detail.features = torch.nn.Parameter(torch.randn(change.bricks.num_rows, 4))
-    field.detail.set_bricks(change.bricks)
+    grow_two_bricks(field)
     rows, weights = field.detail.stencil(torch.rand(3000, 3) * 2 - 1)
     assert 0 < weights.any(-1).sum() < len(weights)  # some samples inside, some outside
     for read, table in ((field.detail.density_at, field.detail.density), (field.detail.features_at, field.detail.features)):
@@ -157,12 +159,9 @@ def test_total_variation_smooths_the_grid_and_leaves_the_detail_level_free():
     from voxnerf.run.config import OptimConfig
 
     field = detail_model().field
-    change = grown(field.detail.bricks, 32, torch.tensor([[1, 1, 1], [2, 1, 3]]))
-    gen = torch.Generator().manual_seed(1)
-    field.detail.density = torch.nn.Parameter(torch.randn(change.bricks.num_rows, generator=gen))
-    field.detail.features = torch.nn.Parameter(torch.randn(change.bricks.num_rows, 4, generator=gen))
-    field.detail.set_bricks(change.bricks)
-    field.regularization(OptimConfig(tv_density=1.0, tv_features=1.0, tv_vertices=4096), gen).backward()
+    grow_two_bricks(field)
+    field.regularization(OptimConfig(tv_density=1.0, tv_features=1.0, tv_vertices=4096),
+                         torch.Generator().manual_seed(1)).backward()
     assert field.grid.density.grad.abs().sum() > 0 and field.grid.features.grad.abs().sum() > 0
     assert field.detail.density.grad is None and field.detail.features.grad is None
 
