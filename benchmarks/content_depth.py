@@ -17,23 +17,23 @@ import argparse
 import numpy as np
 
 from voxnerf.data.rays import image_rays
+from voxnerf.data.space import Space
 from voxnerf.run.load import load_run
 
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
 
 
-def content_radii(run_path: str, views: int) -> tuple[np.ndarray, np.ndarray, object]:
+def content_radii(run_path: str, views: int) -> tuple[np.ndarray, np.ndarray, Space]:
     """(P,) unit-box L-inf radius of each sampled training pixel's depth point, (P,) its opacity, the run's space."""
     run = load_run(run_path)
     cameras = run.training_cameras()
     space = run.model.space
-    center = np.asarray(space.center)
     radii, weights = [], []
     for index in range(0, len(cameras), max(1, len(cameras) // views)):
         view = run.render_view(cameras, index)
         origins, dirs = (t.numpy() for t in image_rays(cameras, index))
         points = origins + dirs * view.depth.reshape(-1, 1)
-        radii.append(np.abs((points - center) * space.scale).max(-1))
+        radii.append(np.abs(space.world_to_unit(points)).max(-1))
         weights.append(view.opacity.reshape(-1))
     return np.concatenate(radii), np.concatenate(weights), space
 
