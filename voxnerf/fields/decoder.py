@@ -38,6 +38,7 @@ class GridFieldConfig:
     density_scale: float = 128.0  # sigma per grid length for one unit of activated density (~1/voxel at 256^3)
     feature_std: float = 0.1  # std of the random initial features
     appearance_dim: int = 0  # per-image appearance code length in the color MLP's input (0: none; voxnerf.fields.appearance)
+    color_maps: bool = False  # a learned affine color map per training image (voxnerf.fields.appearance.ColorMaps)
 
 
 class ColorDecoder(nn.Module):

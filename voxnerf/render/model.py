@@ -9,7 +9,7 @@ from torch import nn
 from voxnerf.data.space import Space, space_from_dict
 from voxnerf.errors import VoxnerfError
 from voxnerf.fields import Field, field_class, field_from_state
-from voxnerf.fields.appearance import AppearanceCodes
+from voxnerf.fields.appearance import AppearanceCodes, ColorMaps
 from voxnerf.fields.sparse_grid import SparseVoxelGrid
 from voxnerf.fields.voxels import SparseVoxelField
 from voxnerf.render.occupancy import OccupancyGrid
@@ -25,23 +25,27 @@ class Model(nn.Module):
         field: the voxnerf.fields.Field.
         estimator: the voxnerf.render.occupancy.OccupancyGrid.
         appearance: per-training-image appearance codes (voxnerf.fields.appearance), or None when the field takes none.
+        color_maps: per-training-image color maps of the gathered radiance (voxnerf.fields.appearance), or None.
     """
 
-    def __init__(self, field: Field, estimator: OccupancyGrid, appearance: AppearanceCodes | None = None):
+    def __init__(self, field: Field, estimator: OccupancyGrid, appearance: AppearanceCodes | None = None,
+                 color_maps: ColorMaps | None = None):
         super().__init__()
         self.field = field
         self.estimator = estimator
         self.appearance = appearance
+        self.color_maps = color_maps
 
     @classmethod
     def build(cls, field_cfg, resolution: int, space: Space, seed: int = 0, num_images: int = 0) -> "Model":
         """A fresh model: the configured field kind and an all-occupied estimator, both at `resolution` (the
-        schedule's first level), and appearance codes for `num_images` training images when the field takes
-        them; on the CPU."""
+        schedule's first level), and appearance codes and color maps for `num_images` training images where the
+        field's options ask for them; on the CPU."""
         field = field_class(field_cfg.kind)(field_cfg, resolution, space, seed)
         dim = getattr(field_cfg, "appearance_dim", 0)
         appearance = AppearanceCodes(num_images, dim) if dim and num_images else None
-        return cls(field, OccupancyGrid(resolution, space), appearance)
+        color_maps = ColorMaps(num_images) if getattr(field_cfg, "color_maps", False) and num_images else None
+        return cls(field, OccupancyGrid(resolution, space), appearance, color_maps)
 
     @property
     def space(self) -> Space:
@@ -52,6 +56,8 @@ class Model(nn.Module):
         state = {"version": STATE_VERSION, "field": self.field.state(), "estimator": self.estimator.state()}
         if self.appearance is not None:
             state["appearance"] = self.appearance.codes.weight.detach()
+        if self.color_maps is not None:
+            state["color_maps"] = self.color_maps.maps.detach()
         return state
 
     @classmethod
@@ -60,7 +66,8 @@ class Model(nn.Module):
         field and occupancy together and its options in the run config: `field_options` (`config["field"]`)."""
         if state.get("version") == STATE_VERSION:
             estimator = OccupancyGrid.from_state(state["estimator"])
-            return cls(field_from_state(state["field"], estimator.space), estimator, _appearance(state))
+            return cls(field_from_state(state["field"], estimator.space), estimator, _appearance(state),
+                       _color_maps(state))
         if "grid" in state and field_options is not None:
             return cls._from_first_format(state, field_options)
         raise VoxnerfError("the checkpoint's model has an unknown format")
@@ -94,3 +101,12 @@ def _appearance(state: dict) -> AppearanceCodes | None:
     codes = AppearanceCodes(*weight.shape)
     codes.codes.weight.data.copy_(weight)
     return codes
+
+
+def _color_maps(state: dict) -> ColorMaps | None:
+    """The per-image color maps a model state holds, or None."""
+    if "color_maps" not in state:
+        return None
+    maps = ColorMaps(len(state["color_maps"]))
+    maps.maps.data.copy_(state["color_maps"].cpu())
+    return maps

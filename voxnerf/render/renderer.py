@@ -98,8 +98,8 @@ def render_rays(
         jitter: random generator for stratified sample offsets (training), or None for mid-step samples.
         amp_dtype: autocast dtype for the color MLP (torch.bfloat16 on CPU, torch.float16 on CUDA), or None.
         with_distortion: compute the distortion loss (voxnerf.render.volrend.distortion) over the march parameter.
-        images: (R,) int64 training image of each ray, for the model's appearance codes (None: the fixed code of
-            views not trained on).
+        images: (R,) int64 training image of each ray, for the model's appearance codes and color maps (None: the
+            fixed code and the identity map of views not trained on).
     Returns:
         RenderResult with FP32 outputs (compositing is always FP32).
     """
@@ -120,6 +120,8 @@ def render_rays(
                          *color_args)
     opacity = accumulate(weights, ray_idx, n)
     rgb = accumulate(weights[colored], ray_idx[colored], n, rgb_s)
+    if model.color_maps is not None:
+        rgb = model.color_maps(rgb, opacity, images)
     distance = space.ray_distance(samples.t, rays, ray_idx)
     depth = accumulate(weights, ray_idx, n, distance.unsqueeze(-1)).squeeze(-1)
     rgb = rgb + (1 - opacity).unsqueeze(-1) * background

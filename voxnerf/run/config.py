@@ -34,6 +34,7 @@ class OptimConfig:
     lr_decoder: float = 5e-3  # Adam learning rate of the color MLP (1e-3 learned it too slowly for a 300 s CPU
     #                            run: lego_100 +0.3 dB, real photos +0.4-0.5 dB; benchmarks/RESULTS.md, issue 25)
     lr_appearance: float = 1e-2  # Adam learning rate of the per-image appearance codes (field.appearance_dim > 0)
+    lr_color_maps: float = 1e-3  # Adam learning rate of the per-image color maps (field.color_maps)
     lr_final_ratio: float = 0.1  # learning rates decay exponentially to this fraction at the end
     lr_ranks: str = "sqrt"  # N data-parallel ranks average N batches a step: rates x sqrt(N) | x N ("linear")
     target_samples: int = 1 << 18  # samples per step; the ray batch is resized toward it (GPU-sized; configs/cpu.yaml)
@@ -230,7 +231,7 @@ RANGES = {
     "occupancy.warmup_steps": NON_NEGATIVE, "occupancy.update_every": AT_LEAST_ONE, "occupancy.decay": FRACTION,
     "occupancy.threshold": BELOW_ONE, "occupancy.min_fraction": FRACTION,
     "optim.lr_grid": POSITIVE, "optim.lr_decoder": POSITIVE, "optim.lr_appearance": POSITIVE,
-    "optim.lr_final_ratio": UP_TO_ONE,
+    "optim.lr_color_maps": POSITIVE, "optim.lr_final_ratio": UP_TO_ONE,
     "optim.target_samples": AT_LEAST_ONE, "optim.min_rays": AT_LEAST_ONE, "optim.max_rays": AT_LEAST_ONE,
     "optim.entropy_weight": NON_NEGATIVE, "optim.sparsity_weight": NON_NEGATIVE,
     "optim.distortion_weight": NON_NEGATIVE, "optim.tv_density": NON_NEGATIVE, "optim.tv_features": NON_NEGATIVE,

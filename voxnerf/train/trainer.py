@@ -97,6 +97,9 @@ class Trainer:
         if self.model.appearance is not None:
             groups.append({"name": "appearance", "params": list(self.model.appearance.parameters()),
                            "lr": self.cfg.optim.lr_appearance})
+        if self.model.color_maps is not None:
+            groups.append({"name": "color_maps", "params": [self.model.color_maps.maps],
+                           "lr": self.cfg.optim.lr_color_maps})
         for group in groups:
             group["base_lr"] = group["lr"]
         adam = RowSparseAdam if self.cfg.optim.row_sparse else torch.optim.Adam
