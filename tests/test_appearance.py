@@ -1,5 +1,6 @@
-"""Per-image appearance codes: photos of one scene taken at different exposures train into one field whose
-codes carry each photo's exposure, and views not trained on render with the fixed (mean) code."""
+"""Per-image appearance: photos of one scene taken at different exposures train into one field whose codes (or
+color maps) carry each photo's exposure, and views not trained on render with the fixed (mean) code (the identity
+map)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import torch
 
 import voxnerf.scenes as vs
 from voxnerf.data import load_scene
+from voxnerf.render.model import Model
 from voxnerf.render.views import render_view, target_image
 from voxnerf.run.config import load_config
 from voxnerf.run.metrics import psnr
@@ -38,6 +40,19 @@ def exposures(tmp_path_factory):
     return dataclasses.replace(scene, images=images), gains
 
 
+@pytest.fixture(scope="module")
+def trained(exposures, tmp_path_factory) -> dict:
+    """Trainers of the exposed sphere: plain, with appearance codes, with color maps."""
+    scene, _ = exposures
+    runs = {}
+    for name, field in {"plain": {}, "codes": {"appearance_dim": 8}, "maps": {"color_maps": True}}.items():
+        cfg = load_config(None, [CONFIG, {"field": field}])
+        trainer = Trainer(scene, cfg, tmp_path_factory.mktemp(name), torch.device("cpu"), quiet=True)
+        trainer.train()
+        runs[name] = trainer
+    return runs
+
+
 def train_views_psnr(trainer: Trainer, scene, gains: dict, own_code: bool) -> float:
     """Mean PSNR of the training views against their (exposed) photos, each in its own code or the fixed one."""
     train = scene.split_indices("train")
@@ -60,20 +75,27 @@ def brightness_per_code(trainer: Trainer, scene) -> np.ndarray:
     return np.asarray(ratios)
 
 
-def test_appearance_codes_carry_each_photos_exposure(exposures, tmp_path):
+@pytest.mark.parametrize("kind", ["codes", "maps"])
+def test_per_image_appearance_carries_each_photos_exposure(exposures, trained, kind):
     scene, gains = exposures
-    runs = {}
-    for dim in (0, 8):
-        cfg = load_config(None, [CONFIG, {"field": {"appearance_dim": dim}}])
-        trainer = Trainer(scene, cfg, tmp_path / f"dim{dim}", torch.device("cpu"), quiet=True)
-        trainer.train()
-        runs[dim] = trainer
-    plain = train_views_psnr(runs[0], scene, gains, own_code=False)
-    coded = train_views_psnr(runs[8], scene, gains, own_code=True)
-    assert coded > plain + 1.0, (coded, plain)  # one field cannot be both dark and bright; the codes can
-    ratios = brightness_per_code(runs[8], scene)
+    plain = train_views_psnr(trained["plain"], scene, gains, own_code=False)
+    own = train_views_psnr(trained[kind], scene, gains, own_code=True)
+    assert own > plain + 1.0, (own, plain)  # one field cannot be both dark and bright; the codes or maps can
+    ratios = brightness_per_code(trained[kind], scene)
     exposure = [gains[int(i)] for i in scene.split_indices("train")]
-    assert np.corrcoef(ratios, exposure)[0, 1] > 0.8, ratios  # each code brightens or darkens as its photo's gain
-    test_plain = runs[0].evaluate(with_lpips=False, write=False)["mean"]["psnr"]
-    test_coded = runs[8].evaluate(with_lpips=False, write=False)["mean"]["psnr"]
-    assert test_coded > test_plain - 1.0, (test_coded, test_plain)  # the mean code renders the mean exposure
+    assert np.corrcoef(ratios, exposure)[0, 1] > 0.8, ratios  # each code or map brightens as its photo's gain
+    test_plain = trained["plain"].evaluate(with_lpips=False, write=False)["mean"]["psnr"]
+    test_own = trained[kind].evaluate(with_lpips=False, write=False)["mean"]["psnr"]
+    assert test_own > test_plain - 1.0, (test_own, test_plain)  # the mean code / identity renders the mean exposure
+
+
+def test_color_maps_are_centered_and_saved(trained):
+    model = trained["maps"].model
+    maps = model.color_maps.maps.detach()
+    assert maps.abs().max() > 1e-3  # they learned something
+    rgb, opacity = torch.rand(6, 3), torch.rand(6)
+    images = torch.arange(len(maps)).repeat_interleave(6)
+    mapped = model.color_maps(rgb.repeat(len(maps), 1), opacity.repeat(len(maps)), images).reshape(len(maps), 6, 3)
+    torch.testing.assert_close(mapped.mean(0), rgb)  # the images' mean map is the identity
+    restored = Model.from_state(model.state())
+    torch.testing.assert_close(restored.color_maps.maps, maps)
