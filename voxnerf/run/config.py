@@ -36,8 +36,6 @@ class OptimConfig:
     lr_appearance: float = 1e-2  # Adam learning rate of the per-image appearance codes (field.appearance_dim > 0)
     lr_color_maps: float = 1e-3  # Adam learning rate of the per-image color maps (field.color_maps)
     lr_final_ratio: float = 0.1  # learning rates decay exponentially to this fraction at the end
-    photometric: str = "mse"  # the loss of a ray's color: mse | charbonnier (sqrt(r^2 + 1e-6): L1 beyond a residual of
-    #                          1e-3, robust to what one photo alone shows; Mip-NeRF 360)
     lr_ranks: str = "sqrt"  # N data-parallel ranks average N batches a step: rates x sqrt(N) | x N ("linear")
     target_samples: int = 1 << 18  # samples per step; the ray batch is resized toward it (GPU-sized; configs/cpu.yaml)
     min_rays: int = 1024
@@ -184,16 +182,11 @@ def load_config(path: str | Path | None = None, overrides: list[dict] | None = N
     if cfg.optim.lr_ranks not in LR_RANK_RULES:
         raise VoxnerfError(f"{where}: optim.lr_ranks '{cfg.optim.lr_ranks}': expected one of "
                            f"{', '.join(LR_RANK_RULES)}")
-    if cfg.optim.photometric not in PHOTOMETRIC_LOSSES:
-        raise VoxnerfError(f"{where}: optim.photometric '{cfg.optim.photometric}': expected one of "
-                           f"{', '.join(PHOTOMETRIC_LOSSES)}")
     if cfg.optim.max_rays < cfg.optim.min_rays:
         raise VoxnerfError(f"{where}: optim.max_rays = {cfg.optim.max_rays} is below optim.min_rays = "
                            f"{cfg.optim.min_rays}")
     return cfg
 
-
-PHOTOMETRIC_LOSSES = ("mse", "charbonnier")  # optim.photometric (voxnerf.train.trainer.photometric_loss)
 
 LR_RANK_RULES = {  # optim.lr_ranks: the learning rates' factor for a step of N ranks (voxnerf.train.trainer)
     "sqrt": math.sqrt,  # the square-root rule for Adam (Malladi et al., NeurIPS 2022): safe for many GPUs

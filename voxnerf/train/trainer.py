@@ -183,8 +183,7 @@ class Trainer:
                                  self._render_config(), self.generator, self.amp_dtype,
                                  with_distortion=self.cfg.optim.distortion_weight > 0, images=batch["image"])
             mse = torch.nn.functional.mse_loss(result.rgb, batch["target"])
-            fit = mse if self.cfg.optim.photometric == "mse" else charbonnier(result.rgb, batch["target"])
-            loss = fit + self._regularization(result)
+            loss = mse + self._regularization(result)
             self.scaler.scale(loss).backward()
         clock = self.own_time + time.perf_counter() - start if self.world.is_main else 0.0
         num_samples, self.elapsed, stops = self.world.all_reduce_gradients(
@@ -355,12 +354,6 @@ class MetricsLogger:
         self.csv.close()
         if self.tb is not None:
             self.tb.close()
-
-
-def charbonnier(rgb: torch.Tensor, target: torch.Tensor, eps: float = 1e-3) -> torch.Tensor:
-    """Mean of sqrt(r^2 + eps^2) over (R, 3) colors: quadratic below a residual of eps, L1 above it, so a pixel
-    that one photo alone shows (a passer-by, a reflection, that day's light) pulls no harder than the rest."""
-    return torch.sqrt((rgb - target).square() + eps * eps).mean()
 
 
 def _to_yaml(data: dict) -> str:
