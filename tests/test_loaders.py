@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import imageio.v3 as iio
@@ -224,6 +225,25 @@ def test_llff_near_far_come_from_the_bounds_and_the_box_holds_the_frustums(pinho
     far_centers = loaded.cameras.centers + pinhole_scene.far * loaded.cameras.forward
     assert np.all(loaded.bbox[0] <= far_centers) and np.all(far_centers <= loaded.bbox[1])
 
+
+
+def test_llff_and_colmap_cameras_carry_each_views_own_near_bound(pinhole_scene, undistorted_scene, tmp_path):
+    """LLFF: the table's near column; COLMAP: the 0.1th percentile of the depths of the points each image sees."""
+    n = len(pinhole_scene.cameras)
+    bounds = np.stack([np.linspace(1.0, 2.0, n), np.full(n, 9.0)], 1)
+    scene = dataclasses.replace(pinhole_scene, extras={**pinhole_scene.extras, "view_bounds": bounds})
+    llff = load_scene(write_scene(scene, "llff", tmp_path / "llff"), with_images=False)
+    np.testing.assert_allclose(llff.cameras.near, bounds[:, 0])
+    np.testing.assert_allclose(llff.cameras.subset(llff.split_indices("test")).near, bounds[::8, 0])
+    cams = load_scene(write_scene(undistorted_scene, "colmap", tmp_path / "colmap"), with_images=False).cameras
+    for i in range(n):
+        local = (undistorted_scene.points - cams.centers[i]) @ cams.c2w[i, :, :3]
+        fx, fy, cx, cy = cams.intrinsics[i]
+        z = np.maximum(local[:, 2], 1e-9)
+        uv = local[:, :2] / z[:, None] * [fx, fy] + [cx, cy]
+        seen = (local[:, 2] > 0) & np.all((uv >= 0) & (uv < cams.sizes[i]), axis=1)
+        assert cams.near[i] == pytest.approx(np.percentile(z[seen], 0.1), rel=1e-4)
+    assert np.ptp(cams.near) > 0.1  # the views' own bounds, not one number
 
 DOWNSCALED_FORMATS = [("llff", "pinhole_scene"), ("colmap", "general_scene"), ("nerfstudio", "general_scene")]
 

@@ -136,6 +136,32 @@ def test_with_a_near_bound_the_contract_box_holds_where_rays_start_and_rays_star
     assert result.opacity.min() > 0.99  # every camera still sees the ball (unit-box radius 0.5) in front of it
 
 
+def test_each_view_starts_its_rays_at_its_own_near_bound_inside_the_box_of_the_nearest():
+    """One camera's close content (near 1.0) sets the box for all, but the other cameras' rays start at their own
+    bound (2.5), and still reach the ball."""
+    target = np.array([1.0, 2.0, 0.5])
+    cams = ring_cameras(target)
+    cams.near = np.full(len(cams), 2.5)
+    cams.near[0] = 1.0
+    space = contract_space(cams, near=1.0)
+    same = contract_space(Cameras(cams.c2w, cams.intrinsics, cams.sizes, cams.distortion), near=1.0)
+    assert space.scale == same.scale and space.near == pytest.approx(0.9 * 1.0 * space.scale)
+    model = ball_model(space, resolution=32)
+    origins = torch.as_tensor(space.world_to_unit(cams.centers), dtype=torch.float32)
+    dirs = torch.as_tensor(cams.forward, dtype=torch.float32)
+    near = torch.as_tensor(cams.near * space.scale, dtype=torch.float32)
+    rays = space.march_rays(origins, dirs, near)
+    samples = model.estimator.march(rays, lambda g: (torch.zeros(len(g)), (g,)), 0.02, torch.full((12,), 0.5),
+                                    0.0, 1e-6, 16)
+    distance = space.ray_distance(samples.t, rays, samples.ray_idx)
+    first = torch.full((12,), np.inf).scatter_reduce(0, samples.ray_idx, distance, "amin")
+    torch.testing.assert_close(first, 0.9 * near, atol=0.05, rtol=0)
+    assert first[1:].min() > 2 * first[0]  # not where the nearest view's rays start
+    cfg = RenderConfig(alpha_min=0.0, transmittance_min=1e-6, color_weight_min=0.0)
+    result = render_rays(model, origins, dirs, torch.zeros(3), cfg, near=near)
+    assert result.opacity.min() > 0.99
+
+
 def ball_model(space: Space, resolution: int = 64) -> Model:
     """A model whose density is 20 per unit-box length inside the ball of radius 0.5, SHELL_SIGMA between the
     unit-box radii SHELL (a far shell), zero elsewhere, set at the vertices of a dense grid in `space`."""

@@ -22,12 +22,15 @@ class Cameras:
         intrinsics: (N, 4) float64 fx, fy, cx, cy in pixels.
         sizes: (N, 2) int64 width, height in pixels.
         distortion: (N, 4) float64 OpenCV k1, k2, p1, p2 (all zero for an ideal pinhole).
+        near: (N,) float64 depth (world units) of the nearest content each camera sees (LLFF's per-view near bound),
+            or None where the format gives none.
     """
 
     c2w: np.ndarray
     intrinsics: np.ndarray
     sizes: np.ndarray
     distortion: np.ndarray
+    near: np.ndarray | None = None
 
     def __post_init__(self):
         n = len(self.c2w)
@@ -35,6 +38,8 @@ class Cameras:
         self.intrinsics = np.asarray(self.intrinsics, np.float64).reshape(n, 4)
         self.sizes = np.asarray(self.sizes, np.int64).reshape(n, 2)
         self.distortion = np.asarray(self.distortion, np.float64).reshape(n, 4)
+        if self.near is not None:
+            self.near = np.asarray(self.near, np.float64).reshape(n)
 
     def __len__(self) -> int:
         return len(self.c2w)
@@ -69,14 +74,15 @@ class Cameras:
 
     def subset(self, index: np.ndarray) -> "Cameras":
         """The cameras at `index` (any numpy index), as a new Cameras."""
-        return Cameras(self.c2w[index], self.intrinsics[index], self.sizes[index], self.distortion[index])
+        near = None if self.near is None else self.near[index]
+        return Cameras(self.c2w[index], self.intrinsics[index], self.sizes[index], self.distortion[index], near)
 
     def scaled(self, factor: float) -> "Cameras":
         """The same cameras for images resized by `factor` (0.5 halves width and height)."""
         sizes = np.round(self.sizes * factor).astype(np.int64)
         ratio = sizes / self.sizes
         intr = self.intrinsics * np.concatenate([ratio, ratio], axis=1)
-        return Cameras(self.c2w, intr, sizes, self.distortion)
+        return Cameras(self.c2w, intr, sizes, self.distortion, self.near)
 
 
 def opengl_to_opencv(c2w: np.ndarray) -> np.ndarray:

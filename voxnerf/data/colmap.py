@@ -7,8 +7,9 @@ convention, and pixel centers at +0.5 like voxnerf; they are inverted to camera-
 `images/` (`images_{d}/` for downscale d), in name order; every 8th is held out for testing.
 
 Bounds: the 1st-99th percentile box of the sparse points, and near / far from the depths of the points each
-image observes (0.1th-99.9th percentile, as LLFF's imgs2poses does). Without points (points3D absent or
-empty) both come from the cameras.
+image observes (0.1th-99.9th percentile, as LLFF's imgs2poses does), and each camera's own near bound
+(`Cameras.near`) from the depths of the points its image observes (the 0.1th percentile, as imgs2poses writes per
+view). Without points (points3D absent or empty) the bounds come from the cameras, and cameras have no own near.
 
 `voxnerf process` writes its models with pycolmap, but reading stays here: pycolmap's reader (4.2.1) does not
 check a file's length, so a truncated cameras.bin loads as garbage without an error and a truncated images.bin
@@ -95,8 +96,9 @@ def load(root: Path, with_images: bool = True, downscale: int = 1, **_) -> Scene
     image_dir = image_folder(root, "images", downscale)
     paths = [find_image(image_dir / model.names[i]) for i in order]
     images, sizes = load_images(paths, with_images)
-    cameras = cameras_for_images(_cameras(model, folder).subset(order), paths, sizes, downscale)
-    bbox, near, far = _bounds(model, cameras)
+    cameras = _cameras(model, folder)
+    bbox, near, far, cameras.near = _bounds(model, cameras)
+    cameras = cameras_for_images(cameras.subset(order), paths, sizes, downscale)
     return Scene(
         root=root,
         format=NAME,
@@ -153,30 +155,34 @@ def _cameras(model: Model, folder: Path) -> Cameras:
     return Cameras(np.stack(c2w), np.stack(intrinsics), np.array(sizes), np.stack(distortion))
 
 
-def _bounds(model: Model, cameras: Cameras) -> tuple[np.ndarray, float, float]:
-    """bbox (2, 3), near, far from the sparse points when there are any, else from the cameras."""
+def _bounds(model: Model, cameras: Cameras) -> tuple[np.ndarray, float, float, np.ndarray | None]:
+    """bbox (2, 3), near, far and each image's (N,) near (its own depths' 0.1th percentile; the scene's near for an
+    image that observes no point) from the sparse points when there are any, else from the cameras (no image's
+    own near)."""
     depths = _observed_depths(model)
-    if not len(depths):
-        return bounds_from_cameras(cameras)
-    near, far = np.percentile(depths, [0.1, 99.9])
-    return bounds_from_points(model.points), float(near), float(far)
+    every = np.concatenate([np.zeros(0), *depths])
+    if not len(every):
+        return (*bounds_from_cameras(cameras), None)
+    near, far = np.percentile(every, [0.1, 99.9])
+    own = np.array([np.percentile(d, 0.1) if len(d) else near for d in depths])
+    return bounds_from_points(model.points), float(near), float(far), own
 
 
-def _observed_depths(model: Model) -> np.ndarray:
-    """(M,) camera-space depths of the points each image observes, in front of it.
+def _observed_depths(model: Model) -> list[np.ndarray]:
+    """Per image (in the model's order), the camera-space depths (M_i,) of the points it observes in front of it.
 
     Observations of ids that points3D lacks (a filtered points file) are skipped.
     """
     if not len(model.point_ids):
-        return np.zeros(0)
+        return [np.zeros(0) for _ in model.names]
     order = np.argsort(model.point_ids)
-    depths = [np.zeros(0)]
+    depths = []
     for q, t, ids in zip(model.qvecs, model.tvecs, model.observed):
         rows = order[np.clip(np.searchsorted(model.point_ids, ids, sorter=order), 0, len(order) - 1)]
         xyz = model.points[rows[model.point_ids[rows] == ids]]
-        depths.append((xyz @ quaternion_to_rotation(q).T + t)[:, 2])
-    depths = np.concatenate(depths)
-    return depths[depths > 0]
+        z = (xyz @ quaternion_to_rotation(q).T + t)[:, 2]
+        depths.append(z[z > 0])
+    return depths
 
 
 def expand_params(model_name: str, params: np.ndarray) -> np.ndarray:

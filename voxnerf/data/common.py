@@ -267,7 +267,8 @@ def cameras_for_images(cameras: Cameras, paths: list[Path], sizes: np.ndarray, d
             scaled = "" if downscale == 1 else f" ({full[0]}x{full[1]} downscaled {downscale}x)"
             raise SceneError(p, f"image is {got[0]}x{got[1]} but its camera expects {want[0]:g}x{want[1]:g}{scaled}")
     ratio = sizes / cameras.sizes
-    return Cameras(cameras.c2w, cameras.intrinsics * np.concatenate([ratio, ratio], 1), sizes, cameras.distortion)
+    return Cameras(cameras.c2w, cameras.intrinsics * np.concatenate([ratio, ratio], 1), sizes, cameras.distortion,
+                   cameras.near)
 
 
 def find_masks(folder: Path, image_paths: list[Path]) -> list[Path] | None:
@@ -406,7 +407,7 @@ def repaired_rotations(cameras: Cameras, sources: list[Path], paths: list[Path])
     c2w[repair, :, :3] = u @ vt
     log.warning(f"{sources[repair[0]]}: {len(repair)} camera rotation(s) were not orthonormal (|R^T R - I| up to "
                 f"{error[repair].max():.3g}, first {Path(paths[repair[0]]).name}); replaced by the nearest rotation")
-    return Cameras(c2w, cameras.intrinsics, cameras.sizes, cameras.distortion)
+    return Cameras(c2w, cameras.intrinsics, cameras.sizes, cameras.distortion, cameras.near)
 
 
 def check_splits(splits: dict[str, np.ndarray], source: Path) -> None:

@@ -5,7 +5,8 @@ R's columns are LLFF's camera axes [down, right, backwards]; hwf is the full-res
 focal length (one focal for both axes, principal point at the image center, no distortion). Images are matched
 to rows in file-name order. Poses are reported as stored (no recentering or rescaling, unlike LLFF's training
 code). near / far are LLFF's z-depth bounds (min and max over views); the box of interest holds every view's
-frustum between them. Every 8th image is held out for testing. Foreground masks, when the capture has them, are in
+frustum between them. Each camera keeps its own view's near bound (`Cameras.near`): a contracted space starts that
+view's rays there. Every 8th image is held out for testing. Foreground masks, when the capture has them, are in
 `masks/` beside `images/` (`masks_{d}/` for downscale d, else the full-size ones resized), one per image with the
 same stem and any image extension in any letter case; the box of interest is then their visual hull's.
 """
@@ -48,7 +49,8 @@ def load(root: Path, with_images: bool = True, downscale: int = 1, **_) -> Scene
     if len(paths) != len(table):
         raise SceneError(paths[0].parent, f"holds {len(paths)} images but {path.name} has {len(table)} poses")
     images, sizes = load_images(paths, with_images)
-    cameras = cameras_for_images(cameras_from_llff(table[:, :15].reshape(-1, 3, 5)), paths, sizes, downscale)
+    cameras = cameras_for_images(cameras_from_llff(table[:, :15].reshape(-1, 3, 5), table[:, 15]), paths, sizes,
+                                 downscale)
     near, far = float(table[:, 15].min()), float(table[:, 16].max())
     copies = root / f"masks_{downscale}"
     mask_paths = find_masks(copies if downscale > 1 and copies.is_dir() else root / "masks", paths)
@@ -94,8 +96,8 @@ def _read_table(path: Path) -> np.ndarray:
     return table
 
 
-def cameras_from_llff(poses: np.ndarray) -> Cameras:
-    """Full-resolution cameras from LLFF's (N, 3, 5) [R | t | hwf] matrices.
+def cameras_from_llff(poses: np.ndarray, near: np.ndarray | None = None) -> Cameras:
+    """Full-resolution cameras from LLFF's (N, 3, 5) [R | t | hwf] matrices (and the views' (N,) near bounds).
 
     LLFF axes [down, right, backwards] become OpenCV [right, down, forward]: x = right = column 1,
     y = down = column 0, z = forward = -column 2.
@@ -104,7 +106,7 @@ def cameras_from_llff(poses: np.ndarray) -> Cameras:
     h, w, f = poses[:, :, 4].T
     intrinsics = np.stack([f, f, w / 2, h / 2], -1)
     sizes = np.round(np.stack([w, h], -1)).astype(np.int64)
-    return Cameras(c2w, intrinsics, sizes, np.zeros((len(poses), 4)))
+    return Cameras(c2w, intrinsics, sizes, np.zeros((len(poses), 4)), near)
 
 
 def llff_from_cameras(cameras: Cameras) -> np.ndarray:

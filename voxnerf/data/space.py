@@ -29,6 +29,7 @@ import torch
 
 from voxnerf.errors import VoxnerfError
 
+NEAR_MARGIN = 0.9  # rays start (Contract) or the near plane sits (Ndc) at this fraction of the nearest content's depth
 MIN_FORWARD = 1e-4  # NDC: rays are tilted at least this much toward the reference camera's view direction
 
 
@@ -132,8 +133,9 @@ class Space:
         return torch.ones(len(g), device=g.device)
 
     # ---- marching -------------------------------------------------------------------------------------------
-    def march_rays(self, origins: torch.Tensor, dirs: torch.Tensor) -> MarchRays:
-        """Unit-box rays (R, 3), unit dirs -> the rays this space marches."""
+    def march_rays(self, origins: torch.Tensor, dirs: torch.Tensor, near: torch.Tensor | None = None) -> MarchRays:
+        """Unit-box rays (R, 3), unit dirs -> the rays this space marches. `near` (R,): the depth (unit-box units)
+        of the nearest content in each ray's view, where the space starts rays from it (Contract), else None."""
         return MarchRays(origins, dirs, origins.new_zeros(len(origins), 0))
 
     def march_span(self, rays: MarchRays, lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -165,7 +167,8 @@ class Contract(Space):
     """Unbounded scenes: the unit box in the middle of the grid, the rest of space contracted around it.
 
     Attributes:
-        near: rays start this far from their origin (unit-box units): nothing is closer to a camera.
+        near: rays start this far from their origin (unit-box units) unless their view has a near bound of its own
+            (`march_rays`): nothing is closer to a camera.
         far: rays end this far from their origin (unit-box units; the grid's outer shell reaches infinity, this
             only bounds the marching).
         inner_scale: s, the share of the grid's half-width the unit box fills (grid length per unit-box length).
@@ -202,14 +205,17 @@ class Contract(Space):
         r = (1 - s) / (1 - rho)
         return torch.where(rho <= s, 1 / s, r * r / (1 - s))
 
-    def march_rays(self, origins: torch.Tensor, dirs: torch.Tensor) -> MarchRays:
+    def march_rays(self, origins: torch.Tensor, dirs: torch.Tensor, near: torch.Tensor | None = None) -> MarchRays:
+        """The exit distance a from the unit box, and where each ray starts: NEAR_MARGIN times its view's `near`
+        (R,), else `self.near` for all."""
         a = ray_box(origins, dirs, -torch.ones(3, device=origins.device), torch.ones(3, device=origins.device))[1]
-        return MarchRays(origins, dirs, a.clamp_min(1.0).unsqueeze(-1))
+        start = torch.full_like(a, self.near) if near is None else NEAR_MARGIN * near.to(a.dtype)
+        return MarchRays(origins, dirs, torch.stack([a.clamp_min(1.0), start], -1))
 
     def march_span(self, rays: MarchRays, lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """From `near` out to `far` (every ray crosses the whole contracted grid)."""
-        a = rays.extra[:, 0]
-        return self._march_parameter(self.near, a), self._march_parameter(self.far, a)
+        """From each ray's start out to `far` (every ray crosses the whole contracted grid)."""
+        a, start = rays.extra[:, 0], rays.extra[:, 1]
+        return self._march_parameter(start, a), self._march_parameter(self.far, a)
 
     @property
     def _shell_ratio(self) -> float:
@@ -278,7 +284,7 @@ class Ndc(Space):
         """Points nearer than NDC z = 0.9."""
         return g[:, 2] < 0.9
 
-    def march_rays(self, origins: torch.Tensor, dirs: torch.Tensor) -> MarchRays:
+    def march_rays(self, origins: torch.Tensor, dirs: torch.Tensor, near: torch.Tensor | None = None) -> MarchRays:
         """NDC origins on the near plane, unit NDC directions, and the constants (distance from the origin to the
         near plane, forward component of dirs) that `ray_distance` needs."""
         rot = self._rotation(origins)

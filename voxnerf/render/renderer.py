@@ -62,16 +62,16 @@ def sigma_fn(field: Field):
 
 
 def _march(model: Model, origins: torch.Tensor, dirs: torch.Tensor, cfg: RenderConfig,
-           jitter: torch.Generator | None) -> tuple[MarchRays, Samples, float]:
+           jitter: torch.Generator | None, near: torch.Tensor | None = None) -> tuple[MarchRays, Samples, float]:
     """The space's march rays, their samples (random offsets from `jitter`, else mid-step) and the fine step in
-    the march parameter, for unit-box rays (R, 3)."""
+    the march parameter, for unit-box rays (R, 3) whose views' nearest content lies at depths `near` (R,)."""
     estimator = model.estimator
     step = cfg.step_ratio * estimator.cell_size / estimator.space.inner_scale
     if jitter is None:
         offsets = torch.full((len(origins),), 0.5, device=origins.device)
     else:
         offsets = torch.rand(len(origins), generator=jitter, device=origins.device)
-    rays = estimator.space.march_rays(origins, dirs)
+    rays = estimator.space.march_rays(origins, dirs, near)
     samples = estimator.march(rays, sigma_fn(model.field), step, offsets, cfg.alpha_min, cfg.transmittance_min,
                               cfg.march_chunk)
     return rays, samples, step
@@ -87,6 +87,7 @@ def render_rays(
     amp_dtype: torch.dtype | None = None,
     with_distortion: bool = False,
     images: torch.Tensor | None = None,
+    near: torch.Tensor | None = None,
 ) -> RenderResult:
     """Render rays given in unit-box coordinates (the model's space maps them to the grid).
 
@@ -100,12 +101,14 @@ def render_rays(
         with_distortion: compute the distortion loss (voxnerf.render.volrend.distortion) over the march parameter.
         images: (R,) int64 training image of each ray, for the model's appearance codes and color maps (None: the
             fixed code and the identity map of views not trained on).
+        near: (R,) unit-box depth of the nearest content in each ray's view (`Cameras.near`), where a contracted
+            space starts the ray; None: the space's own start for every ray.
     Returns:
         RenderResult with FP32 outputs (compositing is always FP32).
     """
     n = len(origins)
     field, space = model.field, model.estimator.space
-    rays, samples, step = _march(model, origins, dirs, cfg, jitter)
+    rays, samples, step = _march(model, origins, dirs, cfg, jitter, near)
     ray_idx = samples.ray_idx
     sigmas = _chunked(lambda *lookup: field.density(lookup), cfg.checkpoint_chunk, *samples.lookup)
     weights, transmittance = render_weights(sigmas, samples.delta, ray_idx)

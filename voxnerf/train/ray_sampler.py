@@ -70,6 +70,7 @@ class RaySampler:
                 "c2w": torch.from_numpy(cams.c2w).float(),
                 "intrinsics": torch.from_numpy(cams.intrinsics).float(),
                 "distortion": torch.from_numpy(cams.distortion).float() if cams.distortion.any() else None,
+                "near": None if cams.near is None else torch.from_numpy(cams.near * self.scale).float(),
             }
             self._pyramid[scale] = (self._pooled(size), {k: v.to(self.device) if v is not None else None
                                                           for k, v in tensors.items()})
@@ -80,7 +81,8 @@ class RaySampler:
 
         Returns:
             dict with origins (n, 3) and dirs (n, 3) in the unit box, image (n,) the ray's index among the
-            sampler's images, target (n, 3) composited on `background`
+            sampler's images, near (n,) the unit-box depth of its image's nearest content (None where the
+            cameras have no near bounds), target (n, 3) composited on `background`
             (n, 3) of random colors. Where pixels are transparent the field must learn to let the background
             through; where they are opaque (all of an opaque photo's pixels) the background is not in the target,
             so a ray that is not fully opaque is penalized: the field cannot fake dark colors with transparency.
@@ -97,6 +99,7 @@ class RaySampler:
         origins, dirs = pixel_rays(cams["c2w"][img], cams["intrinsics"][img], dist, uv)
         background = torch.rand(n, 3, generator=generator, device=dev).to(self.device)
         target = rgba[:, :3] + (1 - rgba[:, 3:]) * background
+        near = cams["near"][img] if cams["near"] is not None else None
         return {"origins": (origins - self.center) * self.scale, "dirs": dirs, "image": img, "target": target,
-                "background": background}
+                "background": background, "near": near}
 
