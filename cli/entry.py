@@ -20,10 +20,12 @@ signal.signal(signal.SIGINT, interrupted)
 
 def main() -> None:
     """Import the CLI, then run it (voxnerf.cli.main.main), with freed memory kept for reuse
-    (voxnerf.system.allocator)."""
+    (voxnerf.system.allocator) and subnormal floats flushed to zero (voxnerf.system.denormals)."""
     from voxnerf.cli.main import main as run
     from voxnerf.system.allocator import keep_freed_memory
+    from voxnerf.system.denormals import flush_denormals
 
     keep_freed_memory()
+    flush_denormals()
     signal.signal(signal.SIGINT, signal.default_int_handler)
     run()

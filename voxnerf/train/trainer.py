@@ -26,6 +26,7 @@ from voxnerf.run.load import SceneRecord
 from voxnerf.run.metrics import mse_to_psnr
 from voxnerf.run.scores import score_split, write_scores
 from voxnerf.system.allocator import keep_freed_memory, release_freed_memory
+from voxnerf.system.denormals import flush_denormals
 from voxnerf.system.device import amp_dtype_for
 from voxnerf.system.threads import thread_policy
 from voxnerf.train.distributed import PeerLost, World
@@ -60,6 +61,7 @@ class Trainer:
                  world: World | None = None, on_step: Sequence[Callable[[Trainer, dict], None]] = ()):
         self.scene, self.cfg, self.out, self.device, self.quiet = scene, cfg, Path(out), device, quiet
         keep_freed_memory()  # a step frees and reallocates table-sized tensors (voxnerf.system.allocator)
+        flush_denormals()  # rows no batch reads decay into subnormal floats, slow on a CPU (voxnerf.system.denormals)
         self.world = world or World()
         self.on_step = list(on_step)
         # threads 0: follow the cores other processes leave free (one process; ranks keep torch's count)
