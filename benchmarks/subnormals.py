@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from machine import cpu_name
+from step_cost import Timed
 
 
 def subnormal_share(optimizer) -> float:
@@ -51,16 +52,7 @@ def run_arm(scene_dir: Path, flush: bool, budget: float, steps: int) -> dict:
         torch.set_flush_denormal(flush)  # the Trainer sets the flags; the "off" arm clears them again
         trainer.train()
         done, share = trainer.step, subnormal_share(trainer.optimizer)
-        adam_step, adam_times = trainer.optimizer.step, []
-
-        def timed_adam(*args, **kwargs):
-            start = time.perf_counter()
-            try:
-                return adam_step(*args, **kwargs)
-            finally:
-                adam_times.append(time.perf_counter() - start)
-
-        trainer.optimizer.step = timed_adam
+        adam = trainer.optimizer.step = Timed(trainer.optimizer.step)
         step_times = []
         for _ in range(steps):
             start = time.perf_counter()
@@ -68,7 +60,7 @@ def run_arm(scene_dir: Path, flush: bool, budget: float, steps: int) -> dict:
             trainer.step += 1
             step_times.append(time.perf_counter() - start)
     torch.set_flush_denormal(True)
-    return {"steps": done, "subnormal": share, "step_ms": median_ms(step_times), "adam_ms": median_ms(adam_times)}
+    return {"steps": done, "subnormal": share, "step_ms": median_ms(step_times), "adam_ms": median_ms(adam.times)}
 
 
 def main() -> None:

@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+X86_ONLY = pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="FTZ/DAZ are x86 flags")
+
 UNREAD_ROW = """
 import sys, torch
 from voxnerf.system.denormals import flush_denormals
@@ -32,14 +34,14 @@ def unread_row_moments(mode: str) -> tuple[int, int]:
     return int(subnormal), int(zero)
 
 
-@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="FTZ/DAZ are x86 flags")
+@X86_ONLY
 def test_a_rows_decayed_moments_are_zero_not_subnormal():
     # without the flags the moment stops at the smallest subnormal float: 0.9 times it rounds back to it
     assert unread_row_moments("keep") == (4, 0)
     assert unread_row_moments("flush") == (0, 4)
 
 
-@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="FTZ/DAZ are x86 flags")
+@X86_ONLY
 def test_the_trainer_flushes_subnormals(general_scene, tmp_path):
     """A library user's training (a Trainer made in their own process) gets the flags too, not only the CLI's."""
     import torch
