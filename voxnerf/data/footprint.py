@@ -1,6 +1,5 @@
-"""What the training photos say of a grid point: how many pixels of them a cell covers (the bound below which a
-finer cell has nothing left to learn: SVRaster never subdivides a voxel below the footprint of the pixels that see
-it), and how many of them look at it at all (DVGO's view count)."""
+"""How many pixels of the training photos a grid cell covers: the bound below which a finer cell has nothing left
+to learn (SVRaster never subdivides a voxel below the footprint of the pixels that see it)."""
 
 from __future__ import annotations
 
@@ -39,26 +38,3 @@ def pixel_footprint(cameras: Cameras, space: Space, g: torch.Tensor, cell: float
         span = 2 * np.linalg.norm(uv[1:] - center, axis=-1).max(0)
         best = np.maximum(best, np.where(seen, span, 0.0))
     return torch.from_numpy(best).float().to(g.device)
-
-
-def views_seeing(cameras: Cameras, space: Space, g: torch.Tensor) -> torch.Tensor:
-    """How many cameras look at each grid point: it lies inside the camera's image and beyond the camera's near
-    bound (`Cameras.near`; in front of it where there is none). Occlusion is not asked (DVGO's view count: a point
-    some ray of the view passes through, wherever that ray ends).
-
-    Args:
-        cameras: the training cameras.
-        space: maps grid points to unit-box points.
-        g: (K, 3) grid points in [-1, 1] (the outer faces of a contracted grid stand for infinity: they are read
-            a thousandth of a cell's width inside).
-    Returns:
-        (K,) float32 counts, 0 to len(cameras).
-    """
-    world = space.unit_to_world(space.from_grid(g.double().clamp(-1 + 1e-6, 1 - 1e-6)).cpu().numpy())
-    count = np.zeros(len(g))
-    for i in range(len(cameras)):
-        uv, distance, in_front = project(cameras, i, world)
-        width, height = cameras.sizes[i]
-        near = 0.0 if cameras.near is None else cameras.near[i]
-        count += in_front & (distance >= near) & (uv >= 0).all(-1) & (uv[:, 0] < width) & (uv[:, 1] < height)
-    return torch.from_numpy(count).float().to(g.device)

@@ -48,8 +48,6 @@ class OptimConfig:
     tv_vertices: int = 16384  # vertices drawn per step for total variation, among the rows the samples read
     row_sparse: bool = False  # Adam updates the grid only at the rows a step read, with dense Adam's result
     #                          (voxnerf.train.sparse_adam): a step's cost follows its samples, not the table
-    view_count_lr: bool = False  # each grid row's step x the training views that look at it / the most any row has
-    #                              (DVGO's view-count-based learning rate; voxnerf.train.view_rates)
 
 
 @dataclass

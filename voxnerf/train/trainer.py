@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from dataclasses import asdict
@@ -36,7 +35,6 @@ from voxnerf.system.progress import progress_bar
 from voxnerf.train.ray_sampler import RaySampler
 from voxnerf.train.sparse_adam import RowSparseAdam
 from voxnerf.train.strategy import TopologyStrategy, catch_up, occupancy_for_ranks
-from voxnerf.train.view_rates import ViewCountRates
 
 
 class Trainer:
@@ -91,8 +89,6 @@ class Trainer:
         self.optimizer = self._make_optimizer()
         if resume:
             self._restore(load_checkpoint(self.out / CHECKPOINT, "cpu"))  # moved to the device piece by piece
-        training = scene.cameras.subset(scene.split_indices("train"))
-        self.view_rates = ViewCountRates(training, self.model.space) if cfg.optim.view_count_lr else None
         self.sampler = RaySampler(scene, scene.split_indices("train"), device, self.model.space,
                                   progress=not quiet and self.world.is_main)
         self.sampler.at_scale(self.strategy.level(self.progress()).image_scale)  # decoded off the training clock
@@ -198,8 +194,7 @@ class Trainer:
         if isinstance(self.optimizer, RowSparseAdam):
             self.optimizer.set_rows({p: space.rows_to_update() for space in spaces for p in space.tables.values()})
         del spaces  # the stencils (N, 8) need not outlive the exchange (a refinement below is the memory peak)
-        with self._grid_rates():
-            self.scaler.step(self.optimizer)
+        self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
         if self.strategy.step_post_backward(self.step, progress, self.model, self.optimizer):
@@ -221,10 +216,6 @@ class Trainer:
             "resolution": self.model.estimator.resolution,
             "image_scale": level.image_scale,
         }
-
-    def _grid_rates(self) -> contextlib.AbstractContextManager:
-        """Around the optimizer's step: the grid rows' steps scaled by their view counts (`optim.view_count_lr`)."""
-        return self.view_rates.scaled_steps(self.model.field) if self.view_rates else contextlib.nullcontext()
 
     def log_row(self, stats: dict) -> dict:
         """A step's statistics as plain numbers for the log, with the values that wait on the device (loss, PSNR,
