@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from scipy.ndimage import binary_fill_holes
@@ -16,6 +17,7 @@ from test_device import tensors_in
 import voxnerf.scenes as vs
 from voxnerf.data import load_scene
 from voxnerf.fields.interpolate import weighted_row_sum
+from voxnerf.run.checkpoint import CHECKPOINT, save_atomic
 from voxnerf.run.config import load_config
 from voxnerf.run.load import load_run
 from voxnerf.train.trainer import Trainer
@@ -79,6 +81,23 @@ def test_learned_occupancy_matches_ground_truth_iou_above_0_9(trained):
     iou = float((learned & truth).sum() / (learned | truth).sum())
     assert iou >= 0.9, f"occupancy IoU {iou:.3f}"
     assert bool(learned[core].all()), "a cell wholly inside the sphere is not occupied"
+
+
+def test_a_checkpoint_of_another_version_with_options_this_one_lacks_still_loads(trained, tmp_path):
+    """Options saved by another version (one since removed, one not yet known) are left out at every level of the
+    run's config and of the field's own: the run loads, keeps every option it knows, and renders as before."""
+    run_dir, _ = trained
+    ckpt = torch.load(run_dir / CHECKPOINT, weights_only=False)
+    ckpt["config"] = {**ckpt["config"], "removed_option": 1,
+                      "optim": {**ckpt["config"]["optim"], "view_count_lr": True},
+                      "field": {**ckpt["config"]["field"], "detail_kind": "octree"},
+                      "levels": [{**level, "split": 0.05} for level in ckpt["config"]["levels"]]}
+    ckpt["model"]["field"]["config"] = {**ckpt["model"]["field"]["config"], "detail_kind": "octree"}
+    save_atomic(ckpt, tmp_path / CHECKPOINT)
+    old, new = load_run(run_dir), load_run(tmp_path)
+    assert new.config == old.config
+    scene = old.scene()
+    np.testing.assert_array_equal(new.render_view(scene.cameras, 0).rgb, old.render_view(scene.cameras, 0).rgb)
 
 
 def _train_cmd(scene: Path, out: Path, extra: list[str]) -> list[str]:

@@ -8,7 +8,7 @@ by `name`; a config selects one with `field: {kind: NAME, ...}` (its options are
 from __future__ import annotations
 
 import contextlib
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from typing import ClassVar, Iterator
 
 import torch
@@ -108,9 +108,22 @@ class Field(nn.Module):
     @classmethod
     def restore(cls, state: dict, space: Space) -> "Field":
         """Rebuild a field saved by `state` (on the CPU); fields whose shapes change in training override this."""
-        field = cls(cls.Config(**state["config"]), state["resolution"], space)
+        field = cls(saved_options(cls.Config, state["config"]), state["resolution"], space)
         field.load_state_dict(state["tensors"])
         return field
+
+
+def known_options(config_class: type, saved: dict) -> dict:
+    """The entries of a checkpoint's saved options that dataclass `config_class` knows: another version's options
+    (since removed, or added after this one) are left out."""
+    known = {f.name for f in fields(config_class)}
+    return {k: v for k, v in saved.items() if k in known}
+
+
+def saved_options(config_class: type, saved: dict):
+    """Options dataclass `config_class` from a checkpoint's saved dict (`known_options`; what it lacks takes the
+    defaults)."""
+    return config_class(**known_options(config_class, saved))
 
 
 def field_class(kind: str, where: str = "field") -> type[Field]:

@@ -16,7 +16,7 @@ from typing import Callable, Iterator
 import torch
 
 from voxnerf.data.space import Space
-from voxnerf.fields.base import Field, Lookup
+from voxnerf.fields.base import Field, Lookup, saved_options
 from voxnerf.fields.decoder import ColorDecoder, DensityActivation, GridFieldConfig
 from voxnerf.fields.row_space import RowSpace, take_rows
 from voxnerf.fields.sparse_grid import BrickModule, SparseVoxelGrid
@@ -135,7 +135,7 @@ class SparseVoxelField(Field):
             level = {k.removeprefix(f"{name}."): v for k, v in tensors.items() if k.startswith(f"{name}.")}
             if level:
                 levels[name] = SparseVoxelGrid.from_state_dict(level, state[f"{name}_resolution"])
-        field = cls(cls.Config(**state["config"]), state["resolution"], space, **levels)
+        field = cls(saved_options(cls.Config, state["config"]), state["resolution"], space, **levels)
         field.decoder.load_state_dict({k.removeprefix("decoder."): v for k, v in tensors.items()
                                        if k.startswith("decoder.")})
         return field

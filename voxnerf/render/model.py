@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 from torch import nn
 
 from voxnerf.data.space import Space, space_from_dict
 from voxnerf.errors import VoxnerfError
 from voxnerf.fields import Field, field_class, field_from_state
 from voxnerf.fields.appearance import AppearanceCodes, ColorMaps
+from voxnerf.fields.base import saved_options
 from voxnerf.fields.sparse_grid import SparseVoxelGrid
 from voxnerf.fields.voxels import SparseVoxelField
 from voxnerf.render.occupancy import OccupancyGrid
@@ -84,8 +83,7 @@ class Model(nn.Module):
         space = space_from_dict(state.get("space"))
         grid_state = {k: v.cpu() for k, v in state["grid"].items()}
         grid = SparseVoxelGrid.from_state_dict(grid_state, state["resolution"])
-        known = asdict(SparseVoxelField.Config())
-        cfg = SparseVoxelField.Config(**{k: v for k, v in options.items() if k in known})
+        cfg = saved_options(SparseVoxelField.Config, options)
         field = SparseVoxelField(cfg, options.get("resolution", 32), space, grid=grid)
         field.decoder.load_state_dict(state["decoder"])
         estimator = OccupancyGrid(state["resolution"], space, grid_state["brick_coords"], grid_state["occupied"],

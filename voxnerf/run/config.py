@@ -12,6 +12,7 @@ import yaml
 from voxnerf.data.space import SPACES
 from voxnerf.errors import VoxnerfError
 from voxnerf.fields import field_class
+from voxnerf.fields.base import known_options
 from voxnerf.fields.sh import MAX_DEGREE
 from voxnerf.fields.sparse_grid import BRICK
 from voxnerf.fields.voxels import SparseVoxelConfig
@@ -124,6 +125,21 @@ def _build_field(data: dict, where: str):
     if not isinstance(kind, str):
         raise VoxnerfError(f"{where}.kind: expected str, got {kind!r}")
     return _build(field_class(kind, where).Config, data, where)
+
+
+def saved_config_options(saved: dict) -> dict:
+    """A checkpoint's saved TrainConfig dict less the options this version does not know, at every level (another
+    version's: since removed, or added after this one), so that a run of another version still loads."""
+    out = known_options(TrainConfig, saved)
+    for key, section in _NESTED.items():
+        if isinstance(out.get(key), dict):
+            out[key] = known_options(section, out[key])
+    field = out.get("field")
+    if isinstance(field, dict):
+        out["field"] = known_options(field_class(field.get("kind", SparseVoxelConfig.kind)).Config, field)
+    if isinstance(out.get("levels"), list):
+        out["levels"] = [known_options(Level, level) if isinstance(level, dict) else level for level in out["levels"]]
+    return out
 
 
 def _merge(base: dict, override: dict) -> dict:

@@ -4,7 +4,7 @@ was trained on, and how it renders and scores."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +18,7 @@ from voxnerf.errors import VoxnerfError
 from voxnerf.render.model import Model
 from voxnerf.render.views import View, render_view
 from voxnerf.run.checkpoint import load_checkpoint
-from voxnerf.run.config import TrainConfig, load_config
+from voxnerf.run.config import TrainConfig, load_config, saved_config_options
 from voxnerf.run.scores import score_split
 from voxnerf.system.device import amp_dtype_for
 
@@ -153,12 +153,9 @@ class Run:
 
 
 def config_from_dict(data: dict) -> TrainConfig:
-    """A TrainConfig from a checkpoint's saved dict (keys unknown to this version are ignored)."""
-    known = {f.name for f in fields(TrainConfig)}
-    data = {k: v for k, v in data.items() if k in known}
-    if "resolution" in data.get("field", {}):  # the first checkpoint format: the first level's resolution
-        data["field"] = {k: v for k, v in data["field"].items() if k != "resolution"}
-    return load_config(None, [data])
+    """A TrainConfig from a checkpoint's saved dict (options unknown to this version, at any level, are ignored:
+    `saved_config_options`; the first format's `field.resolution` among them)."""
+    return load_config(None, [saved_config_options(data)])
 
 
 def load_run(path: str | Path, device: torch.device | str = "cpu", scene_root: Path | None = None,
