@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from torch import nn
 
+from voxnerf.data.cameras import Cameras
 from voxnerf.data.space import Space, space_from_dict
 from voxnerf.errors import VoxnerfError
 from voxnerf.fields import Field, field_class, field_from_state
@@ -36,14 +37,17 @@ class Model(nn.Module):
         self.color_maps = color_maps
 
     @classmethod
-    def build(cls, field_cfg, resolution: int, space: Space, seed: int = 0, num_images: int = 0) -> "Model":
+    def build(cls, field_cfg, resolution: int, space: Space, seed: int = 0,
+              train_cameras: Cameras | None = None) -> "Model":
         """A fresh model: the configured field kind and an all-occupied estimator, both at `resolution` (the
-        schedule's first level), and appearance codes and color maps for `num_images` training images where the
-        field's options ask for them; on the CPU."""
+        schedule's first level), and an appearance code and a color map for each of `train_cameras` (the training
+        images, in order) where the field's options ask for them; on the CPU."""
         field = field_class(field_cfg.kind)(field_cfg, resolution, space, seed)
+        num_images = 0 if train_cameras is None else len(train_cameras)
         dim = getattr(field_cfg, "appearance_dim", 0)
         appearance = AppearanceCodes(num_images, dim) if dim and num_images else None
-        color_maps = ColorMaps(num_images) if getattr(field_cfg, "color_maps", False) and num_images else None
+        color_maps = (ColorMaps(num_images, train_cameras.centers)
+                      if getattr(field_cfg, "color_maps", False) and num_images else None)
         return cls(field, OccupancyGrid(resolution, space), appearance, color_maps)
 
     @property
@@ -57,6 +61,8 @@ class Model(nn.Module):
             state["appearance"] = self.appearance.codes.weight.detach()
         if self.color_maps is not None:
             state["color_maps"] = self.color_maps.maps.detach()
+            if self.color_maps.centers is not None:
+                state["color_map_centers"] = self.color_maps.centers
         return state
 
     @classmethod
@@ -102,9 +108,10 @@ def _appearance(state: dict) -> AppearanceCodes | None:
 
 
 def _color_maps(state: dict) -> ColorMaps | None:
-    """The per-image color maps a model state holds, or None."""
+    """The per-image color maps a model state holds (a state written before the maps kept their cameras' centers
+    renders views not trained on with the identity), or None."""
     if "color_maps" not in state:
         return None
-    maps = ColorMaps(len(state["color_maps"]))
+    maps = ColorMaps(len(state["color_maps"]), state.get("color_map_centers"))
     maps.maps.data.copy_(state["color_maps"].cpu())
     return maps

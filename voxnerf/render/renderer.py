@@ -88,6 +88,7 @@ def render_rays(
     with_distortion: bool = False,
     images: torch.Tensor | None = None,
     near: torch.Tensor | None = None,
+    view_map: torch.Tensor | None = None,
 ) -> RenderResult:
     """Render rays given in unit-box coordinates (the model's space maps them to the grid).
 
@@ -100,7 +101,9 @@ def render_rays(
         amp_dtype: autocast dtype for the color MLP (torch.bfloat16 on CPU, torch.float16 on CUDA), or None.
         with_distortion: compute the distortion loss (voxnerf.render.volrend.distortion) over the march parameter.
         images: (R,) int64 training image of each ray, for the model's appearance codes and color maps (None: the
-            fixed code and the identity map of views not trained on).
+            fixed code of views not trained on, and `view_map`).
+        view_map: (3, 4) color map of a view not trained on (`ColorMaps.novel_view`) when `images` is None; None:
+            the identity.
         near: (R,) unit-box depth of the nearest content in each ray's view (`Cameras.near`), where a contracted
             space starts the ray; None: the space's own start for every ray.
     Returns:
@@ -124,7 +127,7 @@ def render_rays(
     opacity = accumulate(weights, ray_idx, n)
     rgb = accumulate(weights[colored], ray_idx[colored], n, rgb_s)
     if model.color_maps is not None:
-        rgb = model.color_maps(rgb, opacity, images)
+        rgb = model.color_maps(rgb, opacity, images, view_map)
     distance = space.ray_distance(samples.t, rays, ray_idx)
     depth = accumulate(weights, ray_idx, n, distance.unsqueeze(-1)).squeeze(-1)
     rgb = rgb + (1 - opacity).unsqueeze(-1) * background

@@ -35,7 +35,7 @@ def render_view(model: Model, cameras: Cameras, index: int, background: np.ndarr
                 image: int | None = None) -> View:
     """Render world camera `index` in full (the model's space places it), in chunks of rays (default: RAY_CHUNK on a
     CPU, GPU_RAY_CHUNK on a GPU), with deterministic (mid-step) samples, in the appearance of training image
-    `image` (default: the fixed appearance of views not trained on; see voxnerf.fields.appearance), its rays
+    `image` (default: that of a view not trained on there, `ColorMaps.novel_view`; voxnerf.fields.appearance), its rays
     starting where the camera's nearest content lies (`Cameras.near`) when it has a near bound. The process's
     thread policy is rechecked before each chunk (`recheck_threads`)."""
     width, height = (int(s) for s in cameras.sizes[index])
@@ -45,13 +45,15 @@ def render_view(model: Model, cameras: Cameras, index: int, background: np.ndarr
     near = None if cameras.near is None else float(cameras.near[index]) * scale
     bg = torch.as_tensor(background, dtype=torch.float32, device=device)
     chunk = chunk or (GPU_RAY_CHUNK if device.type == "cuda" else RAY_CHUNK)
+    view_map = (model.color_maps.novel_view(cameras.centers[index])
+                if image is None and model.color_maps is not None else None)
     parts = []
     for i in range(0, len(origins), chunk):
         recheck_threads()
         rays = origins[i:i + chunk].to(device)
         images = None if image is None else torch.full((len(rays),), image, dtype=torch.long, device=device)
         r = render_rays(model, rays, dirs[i:i + chunk].to(device), bg, cfg, amp_dtype=amp_dtype, images=images,
-                        near=None if near is None else torch.full((len(rays),), near, device=device))
+                        view_map=view_map, near=None if near is None else torch.full((len(rays),), near, device=device))
         parts.append(torch.cat([r.rgb, r.depth[:, None] / scale, r.opacity[:, None]], -1).cpu())
     out = torch.cat(parts).reshape(height, width, 5).numpy()
     depth = np.where(out[..., 4] > 1e-6, out[..., 3] / np.maximum(out[..., 4], 1e-6), 0.0)

@@ -78,7 +78,7 @@ class Trainer:
         self.snapshots: list[dict] = []
         space = space_for(scene, cfg.space, cfg.contract_inner)
         self.model = Model.build(cfg.field, cfg.levels[0].resolution, space, cfg.seed,
-                                 num_images=len(scene.split_indices("train")))
+                                 train_cameras=scene.cameras.subset(scene.split_indices("train")))
         if init is not None:
             self.model = Model.from_checkpoint(load_checkpoint(init, "cpu"))
         self.model.to(device)
