@@ -179,3 +179,29 @@ def test_the_gpu_presets_finest_grid_and_adams_state_fit_a_quarter_of_a_24_gb_ca
     params = sum(p.numel() * p.element_size() for p in model.parameters())
     buffers = sum(b.numel() * b.element_size() for b in model.buffers())
     assert 4 * params + buffers <= 6e9, (params, buffers)  # 256^3: 3.8 + 0.1 GB; 512^3 would be 8x
+
+
+@pytest.mark.parametrize("flags, native", [
+    ("fpu sse2 avx2 fma", False),  # AVX2 only: oneDNN emulates bf16 and says so
+    ("fpu avx2 avx512f avx512bw avx512vl avx512_vnni", False),  # an AVX512 Xeon without bf16: oneDNN says yes
+    ("fpu avx2 avx512f avx512bw avx512_bf16", True),
+    ("fpu avx2 avx512f amx_tile amx_bf16", True),
+])
+def test_bf16_autocast_is_picked_only_where_the_cpu_lists_bf16_instructions(flags, native, tmp_path, monkeypatch):
+    from voxnerf.system import device
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nmodel name\t: a CPU\nflags\t\t: {flags}\n\nprocessor\t: 1\nflags\t\t: fpu\n")
+    assert device.cpu_flags(str(cpuinfo)) == set(flags.split())  # the first CPU's line
+    monkeypatch.setattr(device, "cpu_flags", lambda: frozenset(flags.split()))
+    device.cpu_has_fast_bf16.cache_clear()
+    try:
+        assert device.amp_dtype_for("auto", torch.device("cpu")) == (torch.bfloat16 if native else None)
+    finally:
+        device.cpu_has_fast_bf16.cache_clear()
+
+
+def test_cpu_flags_of_a_system_without_cpuinfo_are_none(tmp_path):
+    from voxnerf.system.device import cpu_flags
+
+    assert cpu_flags(str(tmp_path / "missing")) == frozenset()
