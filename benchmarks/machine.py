@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import os
 import platform
-from pathlib import Path
+
+from voxnerf.system.device import cpu_info
 
 
 def cpu_name() -> str:
-    """The CPU model and the cores this process may use."""
-    model = platform.processor() or "unknown CPU"
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
-                 if line.startswith("model name")]
-        model = names[0] if names else model
-    return f"{model}, {len(os.sched_getaffinity(0))} cores"
+    """The CPU model, its family and model numbers (a virtual machine may name only the vendor's line: "AMD EPYC")
+    and the cores this process may use."""
+    model = cpu_info("model name") or platform.processor() or "unknown CPU"
+    family, number = cpu_info("cpu family"), cpu_info("model")
+    kind = f" (family {family}, model {number})" if family and number else ""
+    return f"{model}{kind}, {len(os.sched_getaffinity(0))} cores"

@@ -45,6 +45,26 @@ class Timed:
             self.times.append(time.perf_counter() - start)
 
 
+def lego_at_each_size(optim: dict, warm_steps: int, out: Path):
+    """lego_100 trained `warm_steps` steps at 64^3 with `optim` (over the CPU preset's step), writing to `out`, then
+    refined by the strategy to 128^3 and to 256^3: yields (resolution, trainer) at each size."""
+    import torch
+
+    from voxnerf.data import load_scene
+    from voxnerf.run.config import load_config
+    from voxnerf.train.trainer import Trainer
+
+    config = {**CONFIG, "optim": {**CPU_BATCH, **optim}}
+    trainer = Trainer(load_scene(DATA), load_config(None, [config]), out, torch.device("cpu"), quiet=True)
+    for _ in range(warm_steps):
+        trainer.train_step()
+        trainer.step += 1
+    for resolution in (128, 256):
+        trainer.strategy.update_occupancy(trainer.model)
+        trainer.strategy.refine(trainer.model, resolution, trainer.optimizer)
+        yield resolution, trainer
+
+
 def measure(trainer, steps: int) -> dict:
     """Median step time of `steps` steps (after 5 to settle), its optimizer step and zero_grad, and the occupancy
     update's time per step."""
@@ -83,25 +103,13 @@ def main() -> None:
     args = p.parse_args()
     if not DATA.is_dir():
         sys.exit(f"benchmark data not found: {DATA} (the shared NeRF-Synthetic lego_100 folder)")
-    import torch
-
-    from voxnerf.data import load_scene
-    from voxnerf.run.config import load_config
     from voxnerf.system.device import cpu_has_fast_bf16
-    from voxnerf.train.trainer import Trainer
 
-    scene = load_scene(DATA)
     results = {}
     for optimizer in ("dense", "row_sparse"):
-        config = {**CONFIG, "optim": {**CPU_BATCH, "row_sparse": optimizer == "row_sparse"}}
         with tempfile.TemporaryDirectory() as tmp:
-            trainer = Trainer(scene, load_config(None, [config]), Path(tmp), torch.device("cpu"), quiet=True)
-            for _ in range(args.warm_steps):
-                trainer.train_step()
-                trainer.step += 1
-            for resolution in (128, 256):
-                trainer.strategy.update_occupancy(trainer.model)
-                trainer.strategy.refine(trainer.model, resolution, trainer.optimizer)
+            for resolution, trainer in lego_at_each_size({"row_sparse": optimizer == "row_sparse"}, args.warm_steps,
+                                                         Path(tmp)):
                 results[optimizer, resolution] = measure(trainer, args.steps)
     bf16 = "native bf16" if cpu_has_fast_bf16() else "no native bf16 (fp32)"
     print(f"{cpu_name()}, {bf16}, 2 threads; lego_100, medians of {args.steps} steps")

@@ -19,13 +19,11 @@ signal.signal(signal.SIGINT, interrupted)
 
 
 def main() -> None:
-    """Import the CLI, then run it (voxnerf.cli.main.main), with freed memory kept for reuse
-    (voxnerf.system.allocator) and subnormal floats flushed to zero (voxnerf.system.denormals)."""
+    """Import the CLI, then run it (voxnerf.cli.main.main) in a tuned process (voxnerf.system.tuning: freed memory
+    kept for reuse, subnormal floats flushed to zero)."""
     from voxnerf.cli.main import main as run
-    from voxnerf.system.allocator import keep_freed_memory
-    from voxnerf.system.denormals import flush_denormals
+    from voxnerf.system.tuning import tune_process
 
-    keep_freed_memory()
-    flush_denormals()
+    tune_process()
     signal.signal(signal.SIGINT, signal.default_int_handler)
     run()

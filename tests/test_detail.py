@@ -15,7 +15,7 @@ from voxnerf.fields.voxels import SparseVoxelConfig, SparseVoxelField, plus_deta
 from voxnerf.render.model import Model
 from voxnerf.render.occupancy import OccupancyConfig, OccupancyGrid
 from voxnerf.run.config import Level, load_config
-from voxnerf.train.strategy import TopologyStrategy
+from voxnerf.train.strategy import FixedPointsDensity, TopologyStrategy
 from voxnerf.train.trainer import Trainer
 
 from test_train import TOY_CONFIG, sphere_scene  # noqa: F401 - the module's toy scene fixture
@@ -197,3 +197,26 @@ def test_the_detail_level_grows_only_where_its_cells_cover_a_training_pixel():
     assert len(grown_bricks["none wide"]) == 0
     left = grown_bricks["left wide"]
     assert len(left) > 0 and (left[:, 0] * BRICK * 2 / 32 - 1 < 0).all()
+
+
+def test_the_density_at_the_grids_vertices_is_read_from_their_rows_with_the_detail_level_added():
+    """`vertex_density` (what an occupancy update reads at every vertex, no stencil) is what a lookup of the
+    vertices gives, with and without a detail level; an update through it marks the same cells as one through the
+    field's trilinear lookup."""
+    field = detail_model().field
+    within = (field.grid.bricks.slot_vertices() <= field.grid.resolution).all(-1)  # rows beyond R name no vertex
+    points = field.grid.bricks.vertex_points()
+    for grow in (False, True):
+        if grow:
+            grow_two_bricks(field)
+        with torch.no_grad():
+            expected = field.density_at(points)
+        assert torch.allclose(field.vertex_density()[within], expected[within], rtol=1e-5, atol=1e-6), grow
+    assert not torch.allclose(field.vertex_density(), detail_model().field.vertex_density())  # the level adds
+    updated = {}
+    for name in ("rows", "stencil"):
+        estimator = OccupancyGrid(16, Box())  # on the field's bricks, rows aligned
+        density = FixedPointsDensity(field, estimator.vertices()) if name == "rows" else field.density_at
+        estimator.update(density, OccupancyConfig(threshold=0.5), step_ratio=0.5)
+        updated[name] = estimator.occupied
+    assert torch.equal(updated["rows"], updated["stencil"]) and 0 < int(updated["rows"].sum()) < len(points)

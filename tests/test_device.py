@@ -191,8 +191,10 @@ def test_bf16_autocast_is_picked_only_where_the_cpu_lists_bf16_instructions(flag
     from voxnerf.system import device
 
     cpuinfo = tmp_path / "cpuinfo"
-    cpuinfo.write_text(f"processor\t: 0\nmodel name\t: a CPU\nflags\t\t: {flags}\n\nprocessor\t: 1\nflags\t\t: fpu\n")
+    cpuinfo.write_text(f"processor\t: 0\nmodel name\t: a CPU\nmodel\t\t: 1\nflags\t\t: {flags}\n\n"
+                       "processor\t: 1\nflags\t\t: fpu\n")
     assert device.cpu_flags(str(cpuinfo)) == set(flags.split())  # the first CPU's line
+    assert (device.cpu_info("model name", str(cpuinfo)), device.cpu_info("model", str(cpuinfo))) == ("a CPU", "1")
     monkeypatch.setattr(device, "cpu_flags", lambda: frozenset(flags.split()))
     device.cpu_has_fast_bf16.cache_clear()
     try:

@@ -149,11 +149,11 @@ def gradients_on_rank(out: Path) -> int:
         table, column, idle = (torch.zeros(100, *shape, requires_grad=True) for shape in [(3,), (), (2,)])
         small, unused = torch.zeros(4, requires_grad=True), torch.zeros(2, requires_grad=True)
         space = RowSpace("test rows", {"table": table, "column": column, "idle": idle})
-        rows = torch.arange(world.rank, 40, 2)
-        loss = (1.0 + world.rank) * space.read(rows)["table"][rows].sum()
-        loss = loss + 10.0 * space.read(torch.tensor([1]))["table"][1].sum()
+        rows = torch.arange(world.rank, 40, 2).unsqueeze(-1)  # (N, 1): a stencil of one row, weight 1
+        loss = (1.0 + world.rank) * space.interpolate("table", rows, torch.ones(len(rows), 1)).sum()
+        loss = loss + 10.0 * space.interpolate("table", torch.tensor([[1]]), torch.ones(1, 1)).sum()
         if world.rank == 1:
-            loss = loss + 4.0 * space.read(torch.tensor([50]))["column"][50]
+            loss = loss + 4.0 * space.interpolate("column", torch.tensor([[50]]), torch.ones(1, 1)).sum()
         loss.backward()
         space.close()
         small.grad = torch.full((4,), float(world.rank))
@@ -296,10 +296,10 @@ def test_the_read_mask_is_the_rows_the_space_saw_read():
     density, features = torch.zeros(100, requires_grad=True), torch.zeros(100, 4, requires_grad=True)
     space = RowSpace("vertices", {"density": density, "features": features})
     assert space.read_mask().sum() == 0
-    space.read(torch.tensor([3, 3, 60]))
+    space.interpolate("density", torch.tensor([[3], [3], [60]]), torch.ones(3, 1))
     with torch.no_grad():
-        space.read(torch.tensor([5]))  # builds no graph: no gradient can come of it
-    space.read(torch.tensor([[7], [90]]))
+        space.interpolate("features", torch.tensor([[5]]), torch.ones(1, 1))  # builds no graph: no gradient
+    space.interpolate("features", torch.tensor([[7, 90]]), torch.ones(1, 2))
     space.close()
     assert space.read_mask().nonzero().squeeze(-1).tolist() == [3, 7, 60, 90]
 

@@ -190,16 +190,37 @@ def test_a_row_space_gather_adds_the_same_gradient_as_an_index_at_the_rows_read(
     few = torch.tensor([[3, 7, 7], [7, 11, 2]])  # (2, 3): a row twice, a row also read above
 
     def loss(features, gathered):
-        return (features[read] ** 2).sum() + (gathered["features"] * torch.arange(1.0, 4.0)).sum() \
+        return (features ** 2).sum() + (gathered["features"] * torch.arange(1.0, 4.0)).sum() \
             + gathered["density"].pow(3).sum()
 
     with grid.row_space_open() as space:
-        loss(space.read(read)["features"], space.gather(few)).backward()
+        loss(space.interpolate("features", read.unsqueeze(-1), torch.ones(40, 1)), space.gather(few)).backward()
     assert space.rows[-1].tolist() == few.reshape(-1).tolist()
     expected = random_grid(16)
-    loss(expected.features, {"density": expected.density[few], "features": expected.features[few]}).backward()
+    loss(expected.features[read], {"density": expected.density[few], "features": expected.features[few]}).backward()
     assert torch.allclose(grid.features.grad, expected.features.grad)
     assert torch.allclose(grid.density.grad, expected.density.grad)  # only the gather read density
+
+
+def test_a_grid_keeps_its_gradient_tables_from_step_to_step_and_zeroes_them():
+    """The row space's gradient tables are kept and zeroed rather than allocated at every step (a table of a
+    million rows would fault its pages in again each time); gradients still accumulate when .grad is not reset."""
+    grid = random_grid(16, channels=4)
+    rows, w = grid.stencil(torch.rand(300, 3) * 2 - 1)
+
+    def step():
+        with grid.row_space_open():
+            (grid.features_at(rows, w).pow(2).sum() + grid.density_at(rows, w).pow(2).sum()).backward()
+
+    step()
+    kept, expected = grid.features.grad, (grid.features.grad.clone(), grid.density.grad.clone())
+    assert expected[0].abs().sum() > 0 and expected[1].abs().sum() > 0
+    grid.features.grad = grid.density.grad = None  # what the trainer's zero_grad(set_to_none=True) does
+    step()
+    assert grid.features.grad is kept  # the same table, zeroed before the second step's gradient
+    assert torch.equal(grid.features.grad, expected[0]) and torch.equal(grid.density.grad, expected[1])
+    step()  # .grad not reset: the two steps' gradients add up, as autograd's would
+    assert torch.allclose(grid.features.grad, 2 * expected[0]) and torch.allclose(grid.density.grad, 2 * expected[1])
 
 
 def test_total_variation_is_zero_for_a_constant_grid_and_pulls_neighbours_together():

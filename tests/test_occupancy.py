@@ -86,3 +86,21 @@ def test_the_estimator_asks_any_field_for_density():
     cells = occupancy.occupied_cells()
     assert 0 < len(cells) <= 64
     assert bool(((cells >= 6) & (cells <= 9)).all()), "only cells around the center vertex are occupied"
+
+
+def test_the_occupied_box_bounds_the_occupied_cells_on_sparse_bricks():
+    """The box the march clips rays to is the extent of the occupied cells' coordinates (computed per brick
+    layer), after a refinement leaves only some bricks, and the whole cube when no cell is occupied."""
+    model = sphere_model(16)
+    strategy().update_occupancy(model)
+    refine(model.estimator, 32, model.field.brick_modules())
+    estimator = model.estimator
+    gen = torch.Generator().manual_seed(4)
+    for share in (0.001, 0.3):
+        occupied = torch.rand(len(estimator.occupied), generator=gen) < share
+        estimator.set_occupied(occupied)
+        cells = estimator.bricks.slot_vertices()[estimator.occupied].float()
+        expected = torch.stack([cells.amin(0), cells.amax(0) + 1]) * estimator.cell_size - 1
+        assert len(cells) and torch.equal(estimator.bbox, expected)
+    estimator.set_occupied(torch.zeros_like(estimator.occupied))
+    assert torch.equal(estimator.bbox, torch.tensor([[-1.0] * 3, [1.0] * 3]))

@@ -82,7 +82,7 @@ class Field(nn.Module):
     def row_spaces(self) -> Iterator[list[RowSpace]]:
         """While entered (a training step: forward, backward and the gradient exchange), the field's row spaces:
         each names tables whose rows are the same things (a grid's density and features, per vertex) and gathers
-        the rows a batch reads them at. Reads of those tables go through `RowSpace.read`; on leaving, the tables'
+        the rows a batch reads them at. Reads of those tables go through the RowSpace; on leaving, the tables'
         .grad hold the step's gradients. A multi-process job exchanges these tables only at the rows some rank read,
         and every other parameter whole (voxnerf.train.distributed). None by default: everything is exchanged
         whole."""
@@ -93,6 +93,12 @@ class Field(nn.Module):
         bricks: a topology change (voxnerf.train.strategy) carries them, and the optimizer's state of those that are
         parameters, with the estimator's. None by default: the field has no topology of its own."""
         return []
+
+    def vertex_density(self) -> torch.Tensor:
+        """sigma (V,) at the vertices of the rows of `brick_modules` (the occupancy estimator's vertices), read from
+        the rows themselves: what `density_at` gives at those points, without a stencil. Only for a field with brick
+        modules."""
+        raise NotImplementedError(f"{type(self).__name__} has no rows on the estimator's bricks")
 
     def growable(self) -> BrickModule | None:
         """The field's finer level that the owner of topology allocates where the photos need detail

@@ -7,18 +7,20 @@ import torch.nn.functional as F
 
 
 class _WeightedRowSum(torch.autograd.Function):
-    """out[i] = sum_k weights[i, k] * table[rows[i, k]], with a scatter-add backward.
+    """out[i] = sum_k weights[i, k] * table[rows[i, k]] for a table (V, C), with a scatter-add backward.
 
     The forward is `embedding_bag` (a fused kernel); its own backward sorts the indices and is ~20x slower on
-    CPU than the `index_add_` used here. Gradients flow to the table only (corner weights are constants). Under CUDA
-    autocast it runs in FP32 (custom_fwd casts its inputs), so feature tables are never gathered in half precision.
+    CPU than the `index_add_` used here. Gradients flow to the table only (corner weights are constants): into a new
+    (V, C) table, or added into `sink` (V, C) when one is given (the caller's kept gradient table, see
+    voxnerf.fields.row_space.GradientTables), and the table then receives none through autograd. Under CUDA autocast
+    it runs in FP32 (custom_fwd casts its inputs), so feature tables are never gathered in half precision.
     """
 
     @staticmethod
     @torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32)
-    def forward(ctx, table, rows, weights):
+    def forward(ctx, table, rows, weights, sink):
         ctx.save_for_backward(rows, weights)
-        ctx.num_rows = table.shape[0]
+        ctx.num_rows, ctx.sink = table.shape[0], sink
         return F.embedding_bag(rows, table, per_sample_weights=weights, mode="sum")
 
     @staticmethod
@@ -26,21 +28,28 @@ class _WeightedRowSum(torch.autograd.Function):
     def backward(ctx, grad_out):
         rows, weights = ctx.saved_tensors
         contrib = (weights.unsqueeze(-1) * grad_out.unsqueeze(1)).reshape(-1, grad_out.shape[-1])
-        grad = grad_out.new_zeros(ctx.num_rows, grad_out.shape[-1])
-        grad.index_add_(0, rows.reshape(-1), contrib)
-        return grad, None, None
+        sink = grad_out.new_zeros(ctx.num_rows, grad_out.shape[-1]) if ctx.sink is None else ctx.sink
+        if sink.shape[-1] == 1:  # one channel: the 1-D index_add_, faster than its (V, 1) form
+            sink.view(-1).index_add_(0, rows.reshape(-1), contrib.view(-1))
+        else:
+            sink.index_add_(0, rows.reshape(-1), contrib)
+        return (sink if ctx.sink is None else None), None, None, None
 
 
-def weighted_row_sum(table: torch.Tensor, rows: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+def weighted_row_sum(table: torch.Tensor, rows: torch.Tensor, weights: torch.Tensor,
+                     sink: torch.Tensor | None = None) -> torch.Tensor:
     """Sum of table rows weighted per sample.
 
     Args:
         table: (V, C) values, or (V,) for a scalar table.
         rows: (N, K) int64 (or int32) row indices into `table`.
         weights: (N, K) weights (same dtype as table); a zero weight makes its row irrelevant.
+        sink: None, or a tensor shaped like `table` that the backward adds the table's gradient into, in place of
+            handing it to autograd (see _WeightedRowSum).
     Returns:
         (N, C), or (N,) for a scalar table.
     """
     if table.dim() == 1:
-        return (table[rows] * weights).sum(-1)
-    return _WeightedRowSum.apply(table, rows, weights)
+        column = None if sink is None else sink.unsqueeze(-1)
+        return _WeightedRowSum.apply(table.unsqueeze(-1), rows, weights, column).squeeze(-1)
+    return _WeightedRowSum.apply(table, rows, weights, sink)

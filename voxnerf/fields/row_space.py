@@ -3,16 +3,43 @@ reads them at, as a field declares them (`Field.row_spaces`).
 
 A multi-process job exchanges the gradients of such tables row-sparse, only at the rows some rank read
 (voxnerf.train.distributed), so the declaration must be complete. While a RowSpace is open, its field reads each
-table through a leaf that shares the table's storage (`read`): the gradient of every declared read lands on the
-leaf, and a read of the parameter itself (a loss that indexes the table directly) lands on the parameter, where a
-hook notes it (`undeclared`). A read of a few rows (`gather`) keeps its gradient rows apart instead, to be added
-at those rows only. `close` hands the leaves' gradients, then the gathers', to the parameters.
+table through it: an interpolation (`interpolate`) adds its gradient into the table's kept gradient table
+(`GradientTables`), and a read of a few rows (`gather`) keeps its gradient rows apart, to be added at those rows
+only. A read of the parameter itself (a loss that indexes the table directly) lands on the parameter, where a hook
+notes it (`undeclared`). `close` hands the gradient tables, then the gathers' gradients, to the parameters.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import nn
+
+from voxnerf.fields.interpolate import weighted_row_sum
+
+
+class GradientTables:
+    """A zeroed gradient table per table name, kept from one step to the next.
+
+    A grid's gradient table is as large as the grid (a million rows of 12 features: 48 MB). Allocated afresh every
+    step, a block that size comes from `mmap` (glibc serves at most 32 MB from its heap: voxnerf.system.allocator)
+    and its pages fault in again at every step: on an AMD EPYC with 2 threads, 24 ms to zero 1.8 M x 12 floats
+    that way against 6 ms for a kept table (benchmarks/RESULTS.md). A kept table is only set to zero.
+    """
+
+    def __init__(self):
+        self._kept: dict[str, torch.Tensor] = {}
+
+    def zeroed(self, name: str, table: nn.Parameter) -> torch.Tensor:
+        """A zero tensor shaped like `table` for its gradient: the kept one, unless its shape, dtype or device no
+        longer fit (a topology change) or it still is `table.grad` (gradients accumulated over several backward
+        passes), in which case a new one is kept."""
+        kept = self._kept.get(name)
+        fits = kept is not None and kept.shape == table.shape and kept.dtype == table.dtype \
+            and kept.device == table.device
+        if not fits or table.grad is kept:
+            self._kept[name] = kept = torch.zeros_like(table, memory_format=torch.contiguous_format)
+            return kept
+        return kept.zero_()
 
 
 class RowSpace:
@@ -21,16 +48,19 @@ class RowSpace:
     Args:
         name: what the rows are, for messages (e.g. "grid vertices").
         tables: name -> parameter (V, ...), every one with the same V rows.
+        gradients: the kept gradient tables of `tables` (their owner keeps them from step to step); None: new ones.
     Attributes:
         rows: flat int64 row indices (repeats allowed) of every declared read that built an autograd graph.
         undeclared: names of the tables that received a gradient outside the declared reads (filled by backward).
         agreed: (K,) int64 rows some rank of a multi-process job read (set by its gradient exchange), or None.
     """
 
-    def __init__(self, name: str, tables: dict[str, nn.Parameter]):
+    def __init__(self, name: str, tables: dict[str, nn.Parameter], gradients: GradientTables | None = None):
         if len({len(p) for p in tables.values()}) != 1:
             raise ValueError(f"row space {name}: its tables must have the same number of rows")
         self.name, self.tables = name, dict(tables)
+        self._gradients = GradientTables() if gradients is None else gradients
+        self._sinks: dict[str, torch.Tensor] = {}  # this step's gradient tables, zeroed at their first read
         self.rows: list[torch.Tensor] = []
         self.undeclared: list[str] = []
         self.agreed: torch.Tensor | None = None
@@ -42,13 +72,16 @@ class RowSpace:
     def num_rows(self) -> int:
         return len(next(iter(self.tables.values())))
 
-    def read(self, rows: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The tables to read at `rows` (any shape), by name: the leaves, with `rows` noted, when the read builds
-        an autograd graph; else the parameters."""
-        if not torch.is_grad_enabled():
-            return self.tables
+    def interpolate(self, name: str, rows: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """Table `name` summed at rows (N, K) with weights (N, K) (`weighted_row_sum`): (N, ...). With an autograd
+        graph, `rows` are noted and the backward adds the table's gradient into its gradient table for `close`."""
+        table = self.tables[name]
+        if not (torch.is_grad_enabled() and table.requires_grad):
+            return weighted_row_sum(table, rows, weights)
         self.rows.append(rows.reshape(-1))
-        return self._leaves
+        if name not in self._sinks:
+            self._sinks[name] = self._gradients.zeroed(name, table)
+        return weighted_row_sum(self._leaves[name], rows, weights, self._sinks[name])
 
     def gather(self, rows: torch.Tensor) -> dict[str, torch.Tensor]:
         """Every table at `rows` (any shape S), by name: (*S, ...). For a few rows of a large table: the backward
@@ -78,14 +111,13 @@ class RowSpace:
         """Add the declared reads' gradients to the tables' .grad (after backward) and stop watching them."""
         for hook in self._hooks:
             hook.remove()
-        for name, p in self.tables.items():
-            grad = self._leaves[name].grad
-            if grad is None:
-                continue
+        for name, grad in self._sinks.items():
+            p = self.tables[name]
             if p.grad is None:
                 p.grad = grad
             else:
                 p.grad += grad
+        self._sinks.clear()
         for name, rows, grad in self._gathered:
             p = self.tables[name]
             if p.grad is None:

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from voxnerf.fields.interpolate import weighted_row_sum
-from voxnerf.fields.row_space import RowSpace, take_rows
+from voxnerf.fields.row_space import GradientTables, RowSpace, take_rows
 
 STENCIL_CHUNK = 1 << 18  # vertices per step when a stencil is built for all the bricks (bounds its temporaries)
 
@@ -337,6 +337,7 @@ class SparseVoxelGrid(BrickModule):
     Attributes:
         row_space: None, or the RowSpace (voxnerf.fields.row_space) of the two tables that `row_space_open` opened:
             every read of a table goes through it, so it knows the rows a step's gradient can reach.
+        gradient_tables: the tables' gradient tables, kept from step to step (voxnerf.fields.row_space).
     """
 
     ROW_TABLES = {"density": "interpolate", "features": "interpolate"}
@@ -346,6 +347,7 @@ class SparseVoxelGrid(BrickModule):
         self.density = nn.Parameter(density)
         self.features = nn.Parameter(features)
         self.row_space: RowSpace | None = None
+        self.gradient_tables = GradientTables()
 
     @classmethod
     def dense(cls, resolution: int, feature_dim: int, density_value: float = 0.0, feature_std: float = 0.0,
@@ -381,28 +383,29 @@ class SparseVoxelGrid(BrickModule):
 
     def density_at(self, rows: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """Raw density (N,) interpolated with a stencil from `stencil`."""
-        return weighted_row_sum(self._tables(rows)["density"], rows, weights)
+        return self._interpolate("density", rows, weights)
 
     def features_at(self, rows: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """Features (N, C) interpolated with a stencil from `stencil`."""
-        return weighted_row_sum(self._tables(rows)["features"], rows, weights)
+        return self._interpolate("features", rows, weights)
 
     @contextlib.contextmanager
     def row_space_open(self) -> Iterator[RowSpace]:
         """While entered, density and features (one row per vertex) are read through a RowSpace, which it yields;
         on leaving, their .grad hold what the reads made of them."""
-        self.row_space = RowSpace("grid vertices", {"density": self.density, "features": self.features})
+        self.row_space = RowSpace("grid vertices", {"density": self.density, "features": self.features},
+                                  self.gradient_tables)
         try:
             yield self.row_space
         finally:
             self.row_space.close()
             self.row_space = None
 
-    def _tables(self, rows: torch.Tensor) -> dict[str, torch.Tensor]:
-        """density and features to read at `rows` (any shape): through the open RowSpace, if any."""
+    def _interpolate(self, name: str, rows: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """Table `name` (density or features) interpolated with a stencil: through the open RowSpace, if any."""
         if self.row_space is None:
-            return {"density": self.density, "features": self.features}
-        return self.row_space.read(rows)
+            return weighted_row_sum(getattr(self, name), rows, weights)
+        return self.row_space.interpolate(name, rows, weights)
 
     def _gather(self, rows: torch.Tensor) -> dict[str, torch.Tensor]:
         """density and features at a few `rows` (any shape): through the open RowSpace's `gather`, if any."""

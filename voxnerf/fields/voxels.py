@@ -82,6 +82,19 @@ class SparseVoxelField(Field):
             features = plus_detail(features, self.detail.features_at, *lookup[2:])
         return self.decoder(features, dirs, amp_dtype, codes)
 
+    @torch.no_grad()
+    def vertex_density(self) -> torch.Tensor:
+        """sigma (V,) at the grid's vertices: each row's own density, plus the detail level's at the same point
+        where its bricks hold that vertex (a vertex of the grid is one of the finer level's). Rows beyond the grid's
+        last vertex layer (a brick's overhang past R) name no vertex and hold whatever their row holds."""
+        raw = self.grid.density
+        if self.detail is not None and self.detail.num_bricks:
+            scale = self.detail.resolution // self.grid.resolution
+            vertices = (self.grid.bricks.slot_vertices() * scale).clamp_max(self.detail.resolution)
+            rows = self.detail.bricks.vertex_slots(vertices)
+            raw = raw + torch.where(rows >= 0, self.detail.density[rows.clamp_min(0)], 0.0)
+        return self.activate(raw)
+
     # ---- training -------------------------------------------------------------------------------------------
     def param_groups(self, optim) -> list[dict]:
         groups = [

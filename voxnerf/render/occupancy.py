@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from voxnerf.data.space import MarchRays, Space, space_from_dict
 from voxnerf.fields.sparse_grid import (
+    BRICK,
     BRICK_VOLUME,
     STENCIL_CHUNK,
     BrickModule,
@@ -109,12 +110,18 @@ class OccupancyGrid(BrickModule):
 
     def _bbox_of(self, cells: torch.Tensor) -> torch.Tensor:
         """(2, 3) grid min and max corners of the cells marked in (V,) bool (the whole cube if none); computed
-        without a host sync (no compaction of the marked cells)."""
-        v, marked = self.bricks.slot_vertices(), cells.unsqueeze(-1)
-        low = torch.where(marked, v, self.resolution).amin(0)
-        high = torch.where(marked, v + 1, 0).amax(0)
-        box = torch.stack([low, high]).float() * self.cell_size - 1
-        return torch.where(cells.any(), box, torch.tensor([[-1.0] * 3, [1.0] * 3], device=v.device))
+        without a host sync, per axis from the layers of each brick that hold a marked cell (reductions of the mask:
+        no (V, 3) coordinates)."""
+        marked = cells.view(-1, BRICK, BRICK, BRICK)  # (B, x, y, z): a brick's rows in LOCAL order
+        layers = torch.arange(BRICK, device=cells.device)
+        low, high = [], []
+        for axis in range(3):
+            held = marked.any(dim=[d for d in (1, 2, 3) if d != axis + 1])  # (B, 8) layers holding a marked cell
+            start = self.brick_coords[:, axis, None] * BRICK + layers  # (B, 8) each layer's vertex coordinate
+            low.append(torch.where(held, start, self.resolution).amin())
+            high.append(torch.where(held, start + 1, 0).amax())
+        box = torch.stack([torch.stack(low), torch.stack(high)]).float() * self.cell_size - 1
+        return torch.where(cells.any(), box, torch.tensor([[-1.0] * 3, [1.0] * 3], device=cells.device))
 
     def vertices(self) -> torch.Tensor:
         """(V, 3) grid points of the rows' vertices (the cells' corners); the same tensor until the next refinement
@@ -178,6 +185,8 @@ class OccupancyGrid(BrickModule):
         # union is then the cells that pass), else at most the threshold (the union is then the floor highest):
         # decided on the device, without reading a count on the host
         real = self.bricks.real_cells()
+        if not occupied.is_cuda and int((occupied & real).sum()) >= floor:
+            return occupied  # read on a CPU at no cost: enough cells pass, so the top-k below would add none
         cutoff = torch.topk(self.score.masked_fill(~real, float("-inf")), floor, sorted=False).values.amin()
         return occupied | (self.score >= cutoff)
 

@@ -42,14 +42,21 @@ def cpu_has_fast_bf16() -> bool:
 
 def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> frozenset[str]:
     """The instruction-set flags of the first CPU in `cpuinfo` (Linux), or none where there is no such file."""
+    return frozenset(cpu_info("flags", cpuinfo).split())
+
+
+def cpu_info(field: str, cpuinfo: str = "/proc/cpuinfo") -> str:
+    """The value of the first CPU's line `field` in `cpuinfo` ("flags", "model name", "cpu family", ...; Linux), or
+    "" where there is no such file or line."""
     try:
         with open(cpuinfo) as f:
             for line in f:
-                if line.startswith("flags"):
-                    return frozenset(line.partition(":")[2].split())
+                name, _, value = line.partition(":")
+                if name.strip() == field:
+                    return value.strip()
     except OSError:
         pass
-    return frozenset()
+    return ""
 
 
 def amp_dtype_for(precision: str, device: torch.device) -> torch.dtype | None:

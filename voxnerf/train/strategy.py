@@ -26,12 +26,16 @@ from voxnerf.train.sparse_adam import RowSparseAdam
 
 
 class FixedPointsDensity:
-    """A density callback that computes the field's Lookup of one fixed tensor of points once (the estimator's
-    vertices: the trilinear stencil is most of the cost of an occupancy update) and reuses it; other points are
-    looked up as usual. Valid while neither the points nor the field's topology change."""
+    """A density callback for one fixed tensor of points (the estimator's vertices), computed once per topology:
+    where the field's rows are those vertices (`Field.brick_modules`), their own density (`Field.vertex_density`, no
+    stencil); else through the field's Lookup of the points, computed once and reused (the trilinear stencil is most
+    of the cost of an occupancy update). Other points are looked up as usual. Valid while neither the points nor the
+    field's topology change."""
 
     def __init__(self, field: Field, points: torch.Tensor):
-        self.field, self.points = field, points
+        self.field, self.points, self.lookup = field, points, None
+        if field.brick_modules():
+            return
         with torch.no_grad():  # in chunks: the lookup's temporaries are several times its result
             parts = [field.lookup(points[i:i + STENCIL_CHUNK]) for i in range(0, max(len(points), 1), STENCIL_CHUNK)]
         self.lookup = tuple(torch.cat(columns) for columns in zip(*parts))
@@ -39,7 +43,7 @@ class FixedPointsDensity:
     def __call__(self, g: torch.Tensor) -> torch.Tensor:
         if g is not self.points:
             return self.field.density_at(g)
-        return self.field.density(self.lookup)
+        return self.field.vertex_density() if self.lookup is None else self.field.density(self.lookup)
 
 
 def occupancy_for_ranks(cfg: OccupancyConfig, ranks: int) -> OccupancyConfig:

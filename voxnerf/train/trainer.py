@@ -25,10 +25,10 @@ from voxnerf.run.folder import scene_fingerprint
 from voxnerf.run.load import SceneRecord
 from voxnerf.run.metrics import mse_to_psnr
 from voxnerf.run.scores import score_split, write_scores
-from voxnerf.system.allocator import keep_freed_memory, release_freed_memory
-from voxnerf.system.denormals import flush_denormals
+from voxnerf.system.allocator import release_freed_memory
 from voxnerf.system.device import amp_dtype_for
 from voxnerf.system.threads import thread_policy
+from voxnerf.system.tuning import tune_process
 from voxnerf.train.distributed import PeerLost, World
 from voxnerf.train.interrupt import StopRequest
 from voxnerf.system.progress import progress_bar
@@ -60,8 +60,7 @@ class Trainer:
                  init: Path | None = None, eval_at: tuple[float, ...] = (), quiet: bool = False,
                  world: World | None = None, on_step: Sequence[Callable[[Trainer, dict], None]] = ()):
         self.scene, self.cfg, self.out, self.device, self.quiet = scene, cfg, Path(out), device, quiet
-        keep_freed_memory()  # a step frees and reallocates table-sized tensors (voxnerf.system.allocator)
-        flush_denormals()  # rows no batch reads decay into subnormal floats, slow on a CPU (voxnerf.system.denormals)
+        tune_process()  # freed memory kept for reuse, subnormal floats flushed to zero (voxnerf.system.tuning)
         self.world = world or World()
         self.on_step = list(on_step)
         # threads 0: follow the cores other processes leave free (one process; ranks keep torch's count)
