@@ -126,7 +126,7 @@ def test_a_topology_change_in_the_middle_of_a_run_carries_every_per_row_table(sp
         return sorted(path for path, t in tensors_in((model, optimizer, strategy), "run") if t.dim() and len(t) == rows)
 
     declared = per_row(before)
-    for name in ("density", "features", "score", "occupied", "exp_avg", "exp_avg_sq", "lookup"):
+    for name in ("density", "features", "score", "occupied", "exp_avg", "exp_avg_sq", "gradient_tables"):
         assert any(name in path for path in declared), f"no per-row {name} before the change: {declared}"
     probe = estimator.occupied_cells()[::7].float().add(0.5) * estimator.cell_size - 1  # inside kept cells
 

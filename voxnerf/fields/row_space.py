@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from voxnerf.fields.interpolate import weighted_row_sum
+from voxnerf.fields.interpolate import take_rows, weighted_row_sum
 
 
 class GradientTables:
@@ -149,9 +149,3 @@ class _KeptGradientGather(torch.autograd.Function):
         (rows,) = ctx.saved_tensors
         ctx.kept.append((ctx.name, rows, grad_out))
         return None, None, None, None
-
-
-def take_rows(table: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """`table[rows]` for a table (V, ...) and int64 rows of any shape S: (*S, ...). `index_select` on the flat rows:
-    on a CPU, 25x faster than an index with a 2-D `rows` of a (V, 16) table."""
-    return table.index_select(0, rows.reshape(-1)).reshape(*rows.shape, *table.shape[1:])

@@ -21,8 +21,8 @@ from typing import Callable, ClassVar, Iterator
 import torch
 from torch import nn
 
-from voxnerf.fields.interpolate import weighted_row_sum
-from voxnerf.fields.row_space import GradientTables, RowSpace, take_rows
+from voxnerf.fields.interpolate import take_rows, weighted_row_sum
+from voxnerf.fields.row_space import GradientTables, RowSpace
 
 STENCIL_CHUNK = 1 << 18  # vertices per step when a stencil is built for all the bricks (bounds its temporaries)
 
@@ -375,6 +375,10 @@ class SparseVoxelGrid(BrickModule):
 
     def extra_repr(self) -> str:
         return f"resolution={self.resolution}, bricks={self.num_bricks}"
+
+    def bricks_changed(self) -> None:
+        """The kept gradient tables hold the old rows: dropped (the next step keeps tables of the new ones)."""
+        self.gradient_tables = GradientTables()
 
     # ---- lookup ---------------------------------------------------------------------------------------------
     def stencil(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

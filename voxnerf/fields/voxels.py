@@ -18,7 +18,8 @@ import torch
 from voxnerf.data.space import Space
 from voxnerf.fields.base import Field, Lookup, saved_options
 from voxnerf.fields.decoder import ColorDecoder, DensityActivation, GridFieldConfig
-from voxnerf.fields.row_space import RowSpace, take_rows
+from voxnerf.fields.interpolate import take_rows
+from voxnerf.fields.row_space import RowSpace
 from voxnerf.fields.sparse_grid import BrickModule, SparseVoxelGrid
 
 MAX_INIT_STRETCH = 1000.0  # see SparseVoxelField._initial_density

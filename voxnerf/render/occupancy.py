@@ -185,8 +185,6 @@ class OccupancyGrid(BrickModule):
         # union is then the cells that pass), else at most the threshold (the union is then the floor highest):
         # decided on the device, without reading a count on the host
         real = self.bricks.real_cells()
-        if not occupied.is_cuda and int((occupied & real).sum()) >= floor:
-            return occupied  # read on a CPU at no cost: enough cells pass, so the top-k below would add none
         cutoff = torch.topk(self.score.masked_fill(~real, float("-inf")), floor, sorted=False).values.amin()
         return occupied | (self.score >= cutoff)
 
