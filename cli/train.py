@@ -40,7 +40,10 @@ def train(
     scene: Path = typer.Argument(..., help="Scene folder (any supported format, see `voxnerf info`)."),
     config: Path = typer.Option(None, help="YAML preset or its name (blender, object-masked, llff, 360, "
                                            "cpu). Default: picked from the scene's layout (see `voxnerf info`), "
-                                           "with configs/cpu.yaml over it on a CPU; the run's own config.yaml "
+                                           "with configs/cpu.yaml over it on a CPU (and configs/cpu-fp32.yaml "
+                                           "for forward-facing and transparent-background scenes where the CPU has "
+                                           "no native bf16); the "
+                                           "run's own config.yaml "
                                            "with --resume."),
     out: Path = typer.Option(None, help="Run folder. Default: runs/<scene folder name>."),
     max_steps: int = typer.Option(None, help="Stop after this many steps (overrides the config)."),

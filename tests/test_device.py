@@ -55,13 +55,16 @@ def test_moving_a_model_leaves_no_tensor_behind():
         assert isinstance(model, nn.Module) and model.estimator.bbox.device.type == "meta"
 
 
-def test_the_preset_follows_the_device(general_scene, tmp_path):
+def test_the_preset_follows_the_device(general_scene, tmp_path, monkeypatch):
     """A plain `voxnerf train` sizes the run for where it trains: the layout's preset on CUDA (2^18 samples per step,
-    a grid up to 256^3, fp16 autocast), with configs/cpu.yaml over it on a CPU; for an object scene on a CPU that is
-    exactly the lego benchmark's configuration (issue 15: the plain command scores what the benchmark scores)."""
+    a grid up to 256^3, fp16 autocast), with configs/cpu.yaml over it on a CPU with native bf16; for an object scene
+    there that is exactly the lego benchmark's configuration (issue 15: the plain command scores what the benchmark
+    scores)."""
     from voxnerf.system.device import amp_dtype_for
+    from voxnerf.train import session
     from voxnerf.train.session import build_config, default_config
 
+    monkeypatch.setattr(session, "cpu_has_fast_bf16", lambda: True)
     said = []
     gpu_path, gpu_overlays = default_config(general_scene, tmp_path, False, torch.device("cuda"), said.append)
     gpu = build_config(gpu_path, [], None, None, None, gpu_overlays)
@@ -79,6 +82,9 @@ def test_the_preset_follows_the_device(general_scene, tmp_path):
     path, overlays = default_config(object_scene, tmp_path, False, torch.device("cpu"))
     benchmark = build_config(preset_path("cpu"), [], None, 120.0, None)  # the lego benchmark's configuration
     assert config_to_dict(build_config(path, [], None, 120.0, None, overlays)) == config_to_dict(benchmark)
+    monkeypatch.setattr(session, "cpu_has_fast_bf16", lambda: False)  # fp32 steps: the overlay where it was kept
+    for scene, names in ((object_scene, ["cpu.yaml", "cpu-fp32.yaml"]), (general_scene, ["cpu.yaml"])):
+        assert [p.name for p in default_config(scene, tmp_path, False, torch.device("cpu"))[1]] == names
 
 
 TOY = {"levels": [{"until": 1.0, "resolution": 32, "image_scale": 1.0}], "occupancy": {"warmup_steps": 2},

@@ -40,6 +40,30 @@ def test_each_capture_gets_the_preset_and_space_of_its_layout(captures, key, pre
     assert load_config(preset_path(name)).space == kind
 
 
+@pytest.mark.parametrize("key, narrower", [(("forward", "llff"), True), (("unbounded", "colmap"), False)])
+def test_a_cpu_without_native_bf16_trains_a_narrower_color_mlp_where_the_rule_kept_it(captures, key, narrower,
+                                                                                       tmp_path, monkeypatch):
+    """On a CPU whose `precision: auto` is fp32, configs/cpu-fp32.yaml goes over configs/cpu.yaml for the presets
+    whose rows it raised (forward-facing, not unbounded: a color MLP half as wide), the note names it, and nothing
+    else differs from the sizing on a CPU with native bf16."""
+    from voxnerf.run.config import config_to_dict
+    from voxnerf.train import session
+    from voxnerf.train.session import build_config, default_config
+
+    configs = {}
+    for native in (True, False):
+        said = []
+        monkeypatch.setattr(session, "cpu_has_fast_bf16", lambda: native)
+        path, overlays = default_config(captures[key], tmp_path, False, torch.device("cpu"), said.append)
+        configs[native] = config_to_dict(build_config(path, [], None, None, None, overlays))
+        fp32_overlay = not native and narrower
+        assert [p.name for p in overlays] == ["cpu.yaml", *(["cpu-fp32.yaml"] if fp32_overlay else [])]
+        assert ("cpu-fp32.yaml" in said[0]) == fp32_overlay and all(p.is_file() for p in overlays)
+    assert configs[False]["field"]["hidden"] == (32 if narrower else 64) and configs[True]["field"]["hidden"] == 64
+    configs[False]["field"]["hidden"] = 64
+    assert configs[False] == configs[True]
+
+
 @pytest.mark.parametrize("inner", [0.5, 0.25])
 def test_contracted_space_holds_where_rays_start_and_objects_inside_and_the_background_in_the_shell(captures, inner):
     scene = captures["unbounded", "colmap"]

@@ -26,7 +26,7 @@ from voxnerf.run.checkpoint import CHECKPOINT, check_resumable, load_checkpoint
 from voxnerf.run.config import TrainConfig, check_override, load_config, parse_override, read_preset
 from voxnerf.run.folder import RunLock, clear_outputs, remove_orphans, scene_mismatch, trim_metrics
 from voxnerf.run.scores import scores_path, write_scores
-from voxnerf.system.device import resolve_device
+from voxnerf.system.device import cpu_has_fast_bf16, resolve_device
 from voxnerf.train.distributed import world_from_env
 from voxnerf.train.trainer import Trainer
 
@@ -72,6 +72,8 @@ def preset_path(name_or_path: str | Path) -> Path:
 
 
 CPU_OVERLAY = "cpu"  # configs/cpu.yaml: the CPU sizing applied over a layout's preset
+FP32_OVERLAY = "cpu-fp32"  # configs/cpu-fp32.yaml: over it where the CPU has no native bf16 (fp32 steps),
+FP32_PRESETS = ("llff", "blender")  # for the presets whose every-capture rows it raised by the rule (RESULTS.md)
 
 
 def default_config(scene: Scene, out: Path, resume: bool, device: torch.device,
@@ -88,7 +90,8 @@ def default_config(scene: Scene, out: Path, resume: bool, device: torch.device,
 
 def preset_for(scene: Scene, device: torch.device = torch.device("cpu")) -> tuple[str, list[str], str]:
     """The preset for a scene's detected layout (voxnerf.data.layout), the overlays for the device (configs/cpu.yaml on a
-    CPU: the layout presets are sized for a GPU), and the reason."""
+    CPU: the layout presets are sized for a GPU; then configs/cpu-fp32.yaml for FP32_PRESETS where the CPU has no
+    native bf16, so `precision: auto` trains in fp32), and the reason."""
     layout = detect_layout(scene)
     if layout == "forward":
         name, why = "llff", "forward-facing cameras"
@@ -98,9 +101,12 @@ def preset_for(scene: Scene, device: torch.device = torch.device("cpu")) -> tupl
         name, why = "object-masked", "object capture with masks"
     else:
         name, why = "blender", "object capture with a transparent background"
-    if device.type == "cpu":
-        return name, [CPU_OVERLAY], f"{why}; on a CPU: smaller batches, grid up to 128^3, a 300 s budget"
-    return name, [], f"{why}; on {device.type.upper()}: 262k samples per step, grid up to 256^3"
+    if device.type != "cpu":
+        return name, [], f"{why}; on {device.type.upper()}: 262k samples per step, grid up to 256^3"
+    why = f"{why}; on a CPU: smaller batches, grid up to 128^3, a 300 s budget"
+    if cpu_has_fast_bf16() or name not in FP32_PRESETS:
+        return name, [CPU_OVERLAY], why
+    return name, [CPU_OVERLAY, FP32_OVERLAY], f"{why}; no native bf16 (fp32 steps): a narrower color MLP"
 
 
 def parse_times(text: str | None) -> tuple[float, ...]:
