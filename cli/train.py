@@ -42,9 +42,7 @@ def train(
                                            "cpu). Default: picked from the scene's layout (see `voxnerf info`), "
                                            "with configs/cpu.yaml over it on a CPU (and configs/cpu-fp32.yaml "
                                            "for forward-facing and transparent-background scenes where the CPU has "
-                                           "no native bf16); the "
-                                           "run's own config.yaml "
-                                           "with --resume."),
+                                           "no native bf16); the run's own config.yaml with --resume."),
     out: Path = typer.Option(None, help="Run folder. Default: runs/<scene folder name>."),
     max_steps: int = typer.Option(None, help="Stop after this many steps (overrides the config)."),
     max_time: float = typer.Option(None, help="Stop after this many seconds of training (overrides the config)."),

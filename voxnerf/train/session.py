@@ -72,8 +72,8 @@ def preset_path(name_or_path: str | Path) -> Path:
 
 
 CPU_OVERLAY = "cpu"  # configs/cpu.yaml: the CPU sizing applied over a layout's preset
-FP32_OVERLAY = "cpu-fp32"  # configs/cpu-fp32.yaml: over it where the CPU has no native bf16 (fp32 steps),
-FP32_PRESETS = ("llff", "blender")  # for the presets whose every-capture rows it raised by the rule (RESULTS.md)
+FP32_OVERLAY = "cpu-fp32"  # configs/cpu-fp32.yaml: over configs/cpu.yaml where the CPU has no native bf16 (fp32 steps)
+FP32_PRESETS = ("llff", "blender")  # the presets whose every-capture rows it raised by the rule (RESULTS.md)
 
 
 def default_config(scene: Scene, out: Path, resume: bool, device: torch.device,
