@@ -27,14 +27,18 @@ def stage(k: int, text: str) -> None:
     typer.echo(f"[{k}/{STAGES}] {text}")
 
 
-def export_step(run_dir: Path) -> None:
+def export_step(run_dir: Path, max_time: float) -> None:
     """Stage 4: the demo run's mesh and point cloud, as `voxnerf export --iso auto` writes them.
 
     A minute of training leaves a soft density whose per-voxel opacity rarely reaches 0.5, so the demo meshes the
     iso value whose silhouettes match the rendered ones (`iso.auto_iso`) and draws the points from that surface.
+    A run too short for any iso value to match them (`max_time` seconds of fp32 steps spent in the occupancy
+    warm-up) is refused with what to run instead; the trained run and its renders stay.
     """
     run = load_run(run_dir)
-    iso = chosen_iso(run, None)
+    iso = chosen_iso(run, None, f"The run and its renders are kept in {run_dir}: train longer than {max_time:g} s "
+                                f"(voxnerf demo --max-time 60), or mesh it anyway with voxnerf export {run_dir} "
+                                f"--mesh mesh.ply --iso 0.5")
     mesh, points = run_dir / "mesh.ply", run_dir / "points.ply"
     for path, geometry in ((mesh, export_mesh(run, mesh, iso=iso)),
                            (points, export_pointcloud(run, points, iso=iso))):
@@ -66,7 +70,7 @@ def demo(
     stage(3, "rendering the test views and an orbit")
     rendered = render_run(outcome.out, frames=48, device=device)
     stage(4, "exporting a mesh and a point cloud")
-    export_step(outcome.out)
+    export_step(outcome.out, max_time)
     typer.echo("")
     typer.echo(f"scene       {scene_dir}")
     print_outcome(outcome)

@@ -11,7 +11,7 @@ from voxnerf.cli.options import threads_option, use_threads
 from voxnerf.errors import VoxnerfError
 from voxnerf.export import METHODS, export_mesh, export_pointcloud
 from voxnerf.export.box import crop_box, parse_bbox
-from voxnerf.export.iso import DEFAULT_ISO, WEAK_IOU, auto_iso, trusted
+from voxnerf.export.iso import DEFAULT_ISO, EXPORT_REMEDY, WEAK_IOU, auto_iso, trusted
 from voxnerf.export.output import MESH_FORMATS, POINTCLOUD_FORMATS, check_output, summary
 from voxnerf.export.photo import COLORS
 from voxnerf.export.pointcloud import SOURCES
@@ -30,10 +30,10 @@ def parse_iso(text: str) -> float | None:
         raise VoxnerfError(f"--iso {text}: expected a number in (0, 1) or auto") from None
 
 
-def chosen_iso(run: Run, bbox) -> float:
+def chosen_iso(run: Run, bbox, remedy: str = EXPORT_REMEDY) -> float:
     """The automatic iso value of `run` inside `bbox` (world (2, 3) or None: the scene box), printed as it is found;
-    VoxnerfError when its silhouettes match the rendered ones poorly (`iso.trusted`)."""
-    chosen = trusted(auto_iso(run, crop_box(run, bbox), progress=True))
+    VoxnerfError ending with `remedy` when its silhouettes match the rendered ones poorly (`iso.trusted`)."""
+    chosen = trusted(auto_iso(run, crop_box(run, bbox), progress=True), remedy)
     typer.echo(f"iso auto: {chosen.iso:.4g} (silhouette IoU {chosen.iou:.3f} against the field's rendering, "
                f"{chosen.rays} training rays)")
     return chosen.iso

@@ -26,6 +26,7 @@ import trimesh
 from scipy.spatial import cKDTree
 
 import voxnerf.scenes as vs
+from voxnerf.cli.demo import export_step as demo_export_step
 from voxnerf.data import load_scene
 from voxnerf.data.rays import image_rays
 from voxnerf.data.normalize import space_for
@@ -608,6 +609,15 @@ def test_a_run_no_iso_value_matches_is_refused_by_the_automatic_iso_and_nothing_
     assert r.stderr.strip().splitlines()[-1].startswith("voxnerf: error: --iso auto: no iso value")
     assert "best IoU 0.000 < 0.5" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "m.ply").exists()
+
+
+def test_the_demo_refuses_a_run_too_short_to_mesh_with_what_to_run_instead(scene_root, toy, tmp_path):
+    fog = analytic_run(scene_root, toy, tmp_path / "fog", thinned=1e-4)
+    with pytest.raises(VoxnerfError, match="no iso value") as refused:
+        demo_export_step(fog, 20.0)
+    assert "longer than 20 s (voxnerf demo --max-time 60)" in str(refused.value)
+    assert f"voxnerf export {fog} --mesh mesh.ply --iso 0.5" in str(refused.value)
+    assert not (fog / "mesh.ply").exists() and not (fog / "points.ply").exists()
 
 
 def test_view_screenshot_shows_the_object_on_a_headless_machine(run_dir, tmp_path):

@@ -134,10 +134,13 @@ def auto_iso(run: Run, box_world: np.ndarray, progress: bool = False) -> AutoIso
     return AutoIso(float(-np.expm1(-s * delta)), iou, len(origins))
 
 
-def trusted(chosen: AutoIso) -> AutoIso:
-    """`chosen`, or VoxnerfError when its silhouettes match the rendered ones too poorly to mesh (IoU < WEAK_IOU)."""
+EXPORT_REMEDY = "Give --iso 0.5 (or another value) to extract it anyway, or --method tsdf"
+
+
+def trusted(chosen: AutoIso, remedy: str = EXPORT_REMEDY) -> AutoIso:
+    """`chosen`, or VoxnerfError when its silhouettes match the rendered ones too poorly to mesh (IoU < WEAK_IOU);
+    its message ends with `remedy`, what the caller's user can do instead."""
     if chosen.iou < WEAK_IOU:
         raise VoxnerfError(f"--iso auto: no iso value has the silhouettes the field renders (best IoU "
-                           f"{chosen.iou:.3f} < {WEAK_IOU}; untrained, empty or foggy run?); nothing written. Give "
-                           f"--iso 0.5 (or another value) to extract it anyway, or --method tsdf")
+                           f"{chosen.iou:.3f} < {WEAK_IOU}; untrained, empty or foggy run?); nothing written. {remedy}")
     return chosen
