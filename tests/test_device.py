@@ -83,7 +83,9 @@ def test_the_preset_follows_the_device(general_scene, tmp_path, monkeypatch):
     benchmark = build_config(preset_path("cpu"), [], None, 120.0, None)  # the lego benchmark's configuration
     assert config_to_dict(build_config(path, [], None, 120.0, None, overlays)) == config_to_dict(benchmark)
     monkeypatch.setattr(session, "cpu_has_fast_bf16", lambda: False)  # fp32 steps: the overlay where it was kept
-    for scene, names in ((object_scene, ["cpu.yaml", "cpu-fp32.yaml"]), (general_scene, ["cpu.yaml"])):
+    unbounded_scene = dataclasses.replace(general_scene, masks=None)
+    for scene, names in ((object_scene, ["cpu.yaml", "cpu-fp32.yaml"]), (general_scene, ["cpu.yaml"]),
+                         (unbounded_scene, ["cpu.yaml"])):
         assert [p.name for p in default_config(scene, tmp_path, False, torch.device("cpu"))[1]] == names
 
 
