@@ -11,7 +11,7 @@ from voxnerf.cli.options import threads_option, use_threads
 from voxnerf.errors import VoxnerfError
 from voxnerf.export import METHODS, export_mesh, export_pointcloud
 from voxnerf.export.box import crop_box, parse_bbox
-from voxnerf.export.iso import DEFAULT_ISO, EXPORT_REMEDY, WEAK_IOU, auto_iso, trusted
+from voxnerf.export.iso import DEFAULT_ISO, WEAK_IOU, auto_iso, trusted
 from voxnerf.export.output import MESH_FORMATS, POINTCLOUD_FORMATS, check_output, summary
 from voxnerf.export.photo import COLORS
 from voxnerf.export.pointcloud import SOURCES
@@ -28,6 +28,9 @@ def parse_iso(text: str) -> float | None:
         return float(text)
     except ValueError:
         raise VoxnerfError(f"--iso {text}: expected a number in (0, 1) or auto") from None
+
+
+EXPORT_REMEDY = f"Give --iso {DEFAULT_ISO:g} (or another value) to extract it anyway, or --method tsdf"
 
 
 def chosen_iso(run: Run, bbox, remedy: str = EXPORT_REMEDY) -> float:

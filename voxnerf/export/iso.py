@@ -134,10 +134,7 @@ def auto_iso(run: Run, box_world: np.ndarray, progress: bool = False) -> AutoIso
     return AutoIso(float(-np.expm1(-s * delta)), iou, len(origins))
 
 
-EXPORT_REMEDY = "Give --iso 0.5 (or another value) to extract it anyway, or --method tsdf"
-
-
-def trusted(chosen: AutoIso, remedy: str = EXPORT_REMEDY) -> AutoIso:
+def trusted(chosen: AutoIso, remedy: str) -> AutoIso:
     """`chosen`, or VoxnerfError when its silhouettes match the rendered ones too poorly to mesh (IoU < WEAK_IOU);
     its message ends with `remedy`, what the caller's user can do instead."""
     if chosen.iou < WEAK_IOU:
