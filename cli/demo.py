@@ -13,6 +13,7 @@ from voxnerf.cli.render import print_rendered
 from voxnerf.cli.train import interrupted_line, print_outcome
 from voxnerf.errors import VoxnerfError
 from voxnerf.export import export_mesh, export_pointcloud
+from voxnerf.export.iso import DEFAULT_ISO
 from voxnerf.export.output import summary
 from voxnerf.run.load import load_run
 from voxnerf.system.device import resolve_device
@@ -21,6 +22,7 @@ from voxnerf.train.session import build_config, preset_path, train_run
 from voxnerf.view.renders import render_run
 
 STAGES = 4
+MAX_TIME = 60.0  # seconds of training: a mesh needs more than the occupancy warm-up of fp32 steps (AVX2-only CPUs)
 
 
 def stage(k: int, text: str) -> None:
@@ -36,9 +38,10 @@ def export_step(run_dir: Path, max_time: float) -> None:
     warm-up) is refused with what to run instead; the trained run and its renders stay.
     """
     run = load_run(run_dir)
+    longer = max(MAX_TIME, 2 * max_time)
     iso = chosen_iso(run, None, f"The run and its renders are kept in {run_dir}: train longer than {max_time:g} s "
-                                f"(voxnerf demo --max-time 60), or mesh it anyway with voxnerf export {run_dir} "
-                                f"--mesh mesh.ply --iso 0.5")
+                                f"(voxnerf demo --max-time {longer:g}), or mesh it anyway with voxnerf export "
+                                f"{run_dir} --mesh mesh.ply --iso {DEFAULT_ISO:g}")
     mesh, points = run_dir / "mesh.ply", run_dir / "points.ply"
     for path, geometry in ((mesh, export_mesh(run, mesh, iso=iso)),
                            (points, export_pointcloud(run, points, iso=iso))):
@@ -48,7 +51,7 @@ def export_step(run_dir: Path, max_time: float) -> None:
 def demo(
     out: Path = typer.Option(Path("runs/demo"), help="Folder for the scene (OUT/scene) and the run (OUT/run)."),
     scene: str = typer.Option("sphere", help="Toy scene: " + ", ".join(toy_scenes.SCENES) + "."),
-    max_time: float = typer.Option(60.0, help="Seconds of training."),
+    max_time: float = typer.Option(MAX_TIME, help="Seconds of training."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
     threads: int = threads_option(", in every stage"),
 ) -> None:
