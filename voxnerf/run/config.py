@@ -47,8 +47,6 @@ class OptimConfig:
     tv_density: float = 0.0  # total variation on the raw density of the grid's vertices a step reads (smooths floaters)
     tv_features: float = 0.0  # total variation on their features
     tv_vertices: int = 16384  # vertices drawn per step for total variation, among the rows the samples read
-    pixel_jitter: bool = False  # rays through a random point of their pixel, not its center: a photo's pixel is the
-    #                            mean color over its area, which center rays alone fit as a point sample
     row_sparse: bool = False  # Adam updates the grid only at the rows a step read, with dense Adam's result
     #                          (voxnerf.train.sparse_adam): a step's cost follows its samples, not the table
 

@@ -76,9 +76,8 @@ class RaySampler:
                                                           for k, v in tensors.items()})
         return self._pyramid[scale]
 
-    def sample(self, n: int, scale: float, generator: torch.Generator, jitter: bool = False) -> dict[str, torch.Tensor]:
-        """A batch of random rays, through their pixels' centers or, with `jitter`, through a random point of each
-        pixel (the pixel's color is its area's mean).
+    def sample(self, n: int, scale: float, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        """A batch of random rays.
 
         Returns:
             dict with origins (n, 3) and dirs (n, 3) in the unit box, image (n,) the ray's index among the
@@ -95,8 +94,7 @@ class RaySampler:
         v = torch.randint(0, h, (n,), generator=generator, device=dev).to(self.device)
         u = torch.randint(0, w, (n,), generator=generator, device=dev).to(self.device)
         rgba = images[img, v, u].float() / 255.0
-        offset = torch.rand(n, 2, generator=generator, device=dev).to(self.device) if jitter else 0.5
-        uv = torch.stack([u, v], -1).float() + offset
+        uv = torch.stack([u, v], -1).float() + 0.5
         dist = cams["distortion"][img] if cams["distortion"] is not None else None
         origins, dirs = pixel_rays(cams["c2w"][img], cams["intrinsics"][img], dist, uv)
         background = torch.rand(n, 3, generator=generator, device=dev).to(self.device)

@@ -178,7 +178,7 @@ class Trainer:
         level = self.strategy.level(progress)
         self._set_learning_rates(progress)
         n_total = self.n_rays * self.world.size
-        batch = self.sampler.sample(self.n_rays, level.image_scale, self.generator, self.cfg.optim.pixel_jitter)
+        batch = self.sampler.sample(self.n_rays, level.image_scale, self.generator)
         with self.model.field.row_spaces() as spaces:  # the grid rows ranks exchange gradients of
             result = render_rays(self.model, batch["origins"], batch["dirs"], batch["background"],
                                  self._render_config(), self.generator, self.amp_dtype,
