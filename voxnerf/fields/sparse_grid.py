@@ -1,8 +1,9 @@
 """A sparse grid of features at the vertices of an R^3 cell grid over the grid cube [-1, 1]^3.
 
 Storage is two-level, VDB-like: a dense int32 index over bricks of 8^3 vertices (R/8 + 1 per axis, so 1024^3
-cells need a 129^3 index, 8.6 MB) points into tables holding only the allocated bricks' vertices. Lookup is two
-gathers per corner, O(1), in plain PyTorch on any device. Memory grows with the allocated bricks, not with R^3.
+cells need a 129^3 index, 8.6 MB) points into tables holding only the allocated bricks' vertices. Lookup is O(1), in
+plain PyTorch on any device: the index gives a point's cell its row, and a table of every cell's 8 corner rows, kept
+per brick set, gives its stencil. Memory grows with the allocated bricks, not with R^3.
 
 Each cell is named by its min-corner vertex. Topology changes (`pruned`, `subdivided`) build a new index and the
 `BrickChange` that carries any per-row table (parameters, optimizer moments, occupancy scores) from the old bricks to
@@ -86,28 +87,24 @@ class BrickIndex:
         return self.vertex_coords(x).floor().long().clamp(0, self.resolution - 1)
 
     def corners(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Trilinear interpolation stencil of each point.
+        """Trilinear interpolation stencil of each point: its cell's corner rows and the point's weights.
 
-        Brick and in-brick offsets are computed per axis for the two vertex layers (c and c + 1) and combined by
-        broadcasting, so only the final gather touches all 8 corners.
+        The rows come from `cell_corner_rows` (kept per brick set) in one gather by the cell's own row: on a CPU a
+        third of the cost of working out 8 corners' bricks per point. A cell is named by its min-corner vertex, so a
+        point whose cell has no row (its min corner's brick is not allocated) reads nothing, even where a brick
+        holds one of its other corners: such a cell lies outside every allocated cell (no rendered sample is there).
         Args:
             x: (N, 3) grid points in [-1, 1].
         Returns:
-            rows (N, 8) int64 and weights (N, 8) float; corners in unallocated bricks get row 0 and weight 0.
+            rows (N, 8) int64 and weights (N, 8) float; absent corners get row 0 and weight 0.
             Corner k is offset (k >> 2 & 1, k >> 1 & 1, k & 1) from the cell's min corner.
         """
         p = self.vertex_coords(x)
         c = p.floor().clamp(0, self.resolution - 1)
-        f = p - c
-        c = c.long()
-        v = torch.stack([c, c + 1], 1)  # (N, 2, 3): the two vertex layers per axis
-        n = self.bricks_per_axis
-        brick, local = _flat_offsets(v >> 3, n), _flat_offsets(v & (BRICK - 1), BRICK)
-        b = self.index.view(-1)[brick.view(-1, 8)].long()
-        w1 = torch.stack([1 - f, f], 1)  # (N, 2, 3)
-        w = (w1[:, :, 0, None, None] * w1[:, None, :, 1, None] * w1[:, None, None, :, 2]).view(-1, 8)
-        valid = b >= 0
-        return (b * BRICK_VOLUME + local.view(-1, 8)).masked_fill_(~valid, 0), w * valid
+        cell = self.vertex_slots(c.long())
+        rows = take_rows(self.cell_corner_rows(), cell.clamp_min(0)).long()
+        valid = (rows >= 0) & (cell >= 0).unsqueeze(-1)
+        return rows.masked_fill_(~valid, 0), trilinear_weights(p - c) * valid
 
     def slot_vertices(self) -> torch.Tensor:
         """(V, 3) int64 vertex coordinates of every table row (computed once per brick set; do not modify)."""
@@ -177,11 +174,16 @@ def grid_coords(index: torch.Tensor, n: int) -> torch.Tensor:
     return torch.stack([index // (n * n), (index // n) % n, index % n], -1)
 
 
-def _flat_offsets(v: torch.Tensor, n: int) -> torch.Tensor:
-    """(N, 2, 3) integer coordinates of two layers per axis -> (N, 2, 2, 2) flat offsets x * n^2 + y * n + z of
-    the 8 combinations (plain integer arithmetic: no constant tensor built on the device per call)."""
-    x, y, z = v[:, :, 0] * (n * n), v[:, :, 1] * n, v[:, :, 2]
-    return x[:, :, None, None] + y[:, None, :, None] + z[:, None, None, :]
+def trilinear_weights(f: torch.Tensor) -> torch.Tensor:
+    """(N, 3) positions within a cell, in [0, 1] -> (N, 8) weights of its corners, corner k offset (k >> 2 & 1,
+    k >> 1 & 1, k & 1) from the min corner. Each weight multiplies three columns of (1 - f, f) picked by
+    `index_select`: on a CPU half the time of broadcasting (N, 2, 2, 2) products."""
+    factors = torch.cat([1 - f, f], 1)  # (N, 6): 1 - fx, 1 - fy, 1 - fz, fx, fy, fz
+    picks = _CORNER_FACTORS.to(f.device)
+    return factors.index_select(1, picks[0]) * factors.index_select(1, picks[1]) * factors.index_select(1, picks[2])
+
+
+_CORNER_FACTORS = (CORNERS * 3 + torch.arange(3)).T.contiguous()  # (3, 8): column of axis a's factor for corner k
 
 
 def bricks_around_cells(cells: torch.Tensor, bricks_per_axis: int) -> torch.Tensor:
