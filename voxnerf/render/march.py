@@ -123,8 +123,9 @@ def march(
         sigma, lookup = sigma_fn(torch.zeros(0, 3, device=device))
         empty = torch.zeros(0, device=device)
         return Samples(empty.long(), empty, empty, empty, lookup, candidates)
-    keep, *columns = (torch.cat(c) for c in zip(*rounds))
+    keep, *columns = (torch.cat(c) if len(c) > 1 else c[0] for c in zip(*rounds))
     kept = torch.nonzero(keep).squeeze(-1)  # the march's last host sync
-    kept = kept[torch.argsort(columns[0][kept], stable=True)]  # rounds come in distance order: stable sort suffices
+    if len(rounds) > 1:  # a round's samples come by ray, then distance; rounds in distance order: a stable sort
+        kept = kept[torch.argsort(columns[0][kept], stable=True)]
     ray_idx, t, u, delta, *lookup = (c[kept] for c in columns)
     return Samples(ray_idx, t, u, delta, tuple(lookup), candidates)
