@@ -70,7 +70,7 @@ def test_missing_bricks_contribute_nothing():
 
 
 
-def test_a_point_reads_the_corners_of_its_own_cell_and_nothing_where_the_cell_has_no_row():
+def test_a_point_reads_every_allocated_corner_of_its_cell_also_where_the_cell_has_no_row():
     grid = random_grid(32)
     keep = grid.bricks.slot_vertices()[:, 0] >= 12  # cells with x >= 12: the bricks below x = 8 are freed
     change_bricks([grid], pruned(grid.bricks, keep))
@@ -81,14 +81,13 @@ def test_a_point_reads_the_corners_of_its_own_cell_and_nothing_where_the_cell_ha
     cell = p.floor().clamp(0, bricks.resolution - 1)
     corner_rows = bricks.vertex_slots(cell.long().unsqueeze(1) + CORNERS)  # (N, 8), -1 where absent
     f = (p - cell).unsqueeze(1)
-    corner_weights = torch.where(CORNERS.bool(), f, 1 - f).prod(-1)
-    has_cell = corner_rows[:, 0] >= 0
-    expected = corner_weights * (corner_rows >= 0)
-    assert torch.equal(rows[has_cell], corner_rows[has_cell].clamp_min(0))
-    assert torch.allclose(w[has_cell], expected[has_cell], atol=1e-6)
-    # the layer of cells just below the first kept brick (x = 7) has corners in it but no row of its own
-    straddling = ~has_cell & (corner_rows >= 0).any(-1)
-    assert straddling.sum() > 0 and float(w[~has_cell].abs().sum()) == 0.0
+    expected = torch.where(CORNERS.bool(), f, 1 - f).prod(-1) * (corner_rows >= 0)
+    assert torch.equal(rows, corner_rows.clamp_min(0))
+    assert torch.allclose(w, expected, atol=1e-6)
+    # the layer of cells just below the first kept brick (x = 7): corners in that brick, no row of their own
+    rowless = (corner_rows[:, 0] < 0) & (corner_rows >= 0).any(-1)
+    assert rowless.sum() > 0 and float(w[rowless].sum()) > 0
+
 
 def test_subdivision_preserves_the_field():
     grid = random_grid(16)

@@ -2,8 +2,8 @@
 
 Storage is two-level, VDB-like: a dense int32 index over bricks of 8^3 vertices (R/8 + 1 per axis, so 1024^3
 cells need a 129^3 index, 8.6 MB) points into tables holding only the allocated bricks' vertices. Lookup is O(1), in
-plain PyTorch on any device: the index gives a point's cell its row, and a table of every cell's 8 corner rows, kept
-per brick set, gives its stencil. Memory grows with the allocated bricks, not with R^3.
+plain PyTorch on any device: the index gives a point's cell its row (on a CPU a table of every cell's 8 corner rows,
+kept per brick set, then gives its stencil). Memory grows with the allocated bricks, not with R^3.
 
 Each cell is named by its min-corner vertex. Topology changes (`pruned`, `subdivided`) build a new index and the
 `BrickChange` that carries any per-row table (parameters, optimizer moments, occupancy scores) from the old bricks to
@@ -89,22 +89,35 @@ class BrickIndex:
     def corners(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Trilinear interpolation stencil of each point: its cell's corner rows and the point's weights.
 
-        The rows come from `cell_corner_rows` (kept per brick set) in one gather by the cell's own row: on a CPU a
-        third of the cost of working out 8 corners' bricks per point. A cell is named by its min-corner vertex, so a
-        point whose cell has no row (its min corner's brick is not allocated) reads nothing, even where a brick
-        holds one of its other corners: such a cell lies outside every allocated cell (no rendered sample is there).
+        On a CPU the rows of a point whose cell has a row (its min corner's brick is allocated) come from
+        `cell_corner_rows` (kept per brick set) in one gather: a third of the cost of working out each corner's
+        brick. The other points (outside every allocated cell, where a brick may still hold some of their corners, as
+        at the low side of a detail level's bricks) take their corners one by one. On CUDA every point does, which
+        needs no `nonzero` (the host would wait on the device).
         Args:
             x: (N, 3) grid points in [-1, 1].
         Returns:
-            rows (N, 8) int64 and weights (N, 8) float; absent corners get row 0 and weight 0.
+            rows (N, 8) int64 and weights (N, 8) float; corners in unallocated bricks get row 0 and weight 0.
             Corner k is offset (k >> 2 & 1, k >> 1 & 1, k & 1) from the cell's min corner.
         """
         p = self.vertex_coords(x)
         c = p.floor().clamp(0, self.resolution - 1)
-        cell = self.vertex_slots(c.long())
-        rows = take_rows(self.cell_corner_rows(), cell.clamp_min(0)).long()
-        valid = (rows >= 0) & (cell >= 0).unsqueeze(-1)
+        cells = c.long()
+        rows = self.corner_slots(cells) if x.is_cuda else self._corner_slots_by_table(cells)
+        valid = rows >= 0
         return rows.masked_fill_(~valid, 0), trilinear_weights(p - c) * valid
+
+    def corner_slots(self, cells: torch.Tensor) -> torch.Tensor:
+        """(N, 3) int64 cell coordinates in [0, R) -> (N, 8) int64 rows of their corners, -1 where unallocated."""
+        return self.vertex_slots(cells.unsqueeze(1) + CORNERS.to(cells.device))
+
+    def _corner_slots_by_table(self, cells: torch.Tensor) -> torch.Tensor:
+        """`corner_slots` through `cell_corner_rows` for the cells that have a row, one by one for the others."""
+        cell = self.vertex_slots(cells)
+        rows = take_rows(self.cell_corner_rows(), cell.clamp_min(0)).long()
+        rowless = torch.nonzero(cell < 0).squeeze(-1)
+        rows[rowless] = self.corner_slots(cells[rowless])
+        return rows
 
     def slot_vertices(self) -> torch.Tensor:
         """(V, 3) int64 vertex coordinates of every table row (computed once per brick set; do not modify)."""
@@ -126,7 +139,7 @@ class BrickIndex:
         v = self.slot_vertices().clamp_max(self.resolution - 1)
         rows = torch.empty(len(v), 8, dtype=torch.int32, device=v.device)
         for i in range(0, len(v), STENCIL_CHUNK):
-            rows[i:i + STENCIL_CHUNK] = self.vertex_slots(v[i:i + STENCIL_CHUNK].unsqueeze(1) + CORNERS.to(v.device))
+            rows[i:i + STENCIL_CHUNK] = self.corner_slots(v[i:i + STENCIL_CHUNK])
         return rows.masked_fill_(~self.real_cells().unsqueeze(1), -1)
 
     def vertex_points(self) -> torch.Tensor:
