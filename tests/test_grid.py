@@ -69,7 +69,6 @@ def test_missing_bricks_contribute_nothing():
     assert float(w.sum()) == 0.0
 
 
-
 def test_a_point_reads_every_allocated_corner_of_its_cell_also_where_the_cell_has_no_row():
     grid = random_grid(32)
     keep = grid.bricks.slot_vertices()[:, 0] >= 12  # cells with x >= 12: the bricks below x = 8 are freed
