@@ -88,6 +88,23 @@ def test_a_point_reads_every_allocated_corner_of_its_cell_also_where_the_cell_ha
     assert rowless.sum() > 0 and float(w[rowless].sum()) > 0
 
 
+def test_axis_neighbours_are_the_next_vertex_along_each_axis_also_on_the_grid_faces():
+    grid = random_grid(32)
+    change_bricks([grid], pruned(grid.bricks, grid.bricks.slot_vertices()[:, 0] >= 12))  # no bricks below x = 8
+    bricks = grid.bricks
+    rows = torch.arange(bricks.num_rows)
+    v = bricks.slot_vertices()
+    neighbours = bricks.axis_neighbours(rows)
+    for axis in range(3):
+        step = torch.zeros(3, dtype=torch.long)
+        step[axis] = 1
+        n = v + step
+        expected = torch.where((n <= 32).all(-1), bricks.vertex_slots(n.clamp_max(32)), -1)  # rows past R: none
+        assert torch.equal(neighbours[:, axis], expected)
+    faces = (v == 32).any(-1)  # the far faces: no cell of their own, neighbours along the face all the same
+    assert faces.sum() > 0 and (neighbours[faces] >= 0).any()
+
+
 def test_subdivision_preserves_the_field():
     grid = random_grid(16)
     x = torch.rand(2000, 3) * 2 - 1
@@ -246,11 +263,11 @@ def test_total_variation_is_zero_for_a_constant_grid_and_pulls_neighbours_togeth
     grid = random_grid(16)
     rows = torch.arange(0, len(grid.density), 5)
     tv_density, tv_features = grid.total_variation(rows)
-    assert float(tv_density) > 0.5 and float(tv_features) > 0.5  # unit-variance noise: E[(a - b)^2] = 2
+    assert tv_density.item() > 0.5 and tv_features.item() > 0.5  # unit-variance noise: E[(a - b)^2] = 2
     (tv_density + tv_features).backward()
     with torch.no_grad():
         grid.density -= 0.1 * grid.density.grad / grid.density.grad.abs().max()
-    assert float(grid.total_variation(rows)[0]) < float(tv_density)
+    assert grid.total_variation(rows)[0].item() < tv_density.item()
     with torch.no_grad():
         grid.density.fill_(3.0)
         grid.features.fill_(-1.0)

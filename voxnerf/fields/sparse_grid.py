@@ -30,6 +30,7 @@ STENCIL_CHUNK = 1 << 18  # vertices per step when a stencil is built for all the
 BRICK = 8
 BRICK_VOLUME = BRICK**3
 CORNERS = torch.tensor([[i, j, k] for i in (0, 1) for j in (0, 1) for k in (0, 1)], dtype=torch.int64)
+AXIS_CORNERS = [4, 2, 1]  # the corners of a cell one step along +x, +y and +z from its min corner (0)
 LOCAL = torch.stack(torch.meshgrid(*[torch.arange(BRICK)] * 3, indexing="ij"), -1).reshape(-1, 3)
 
 RowRemap = Callable[[torch.Tensor], torch.Tensor]
@@ -118,6 +119,23 @@ class BrickIndex:
         rowless = torch.nonzero(cell < 0).squeeze(-1)
         rows[rowless] = self.corner_slots(cells[rowless])
         return rows
+
+    def axis_neighbours(self, rows: torch.Tensor) -> torch.Tensor:
+        """(N,) int64 table rows -> (N, 3) int64 rows of each vertex's +x, +y, +z neighbour, -1 where the neighbour's
+        brick is not allocated or it lies past the grid. On a CPU a vertex that is a cell's min corner reads them
+        from `cell_corner_rows` (corners 4, 2 and 1 of its cell), the others (on the grid's far faces) work them out;
+        on CUDA every vertex does (no `nonzero`)."""
+        if rows.is_cuda:
+            return self._axis_neighbours_by_coords(rows)
+        neighbours = take_rows(self.cell_corner_rows(), rows)[:, AXIS_CORNERS].long()
+        faces = torch.nonzero(~self.real_cells()[rows]).squeeze(-1)
+        neighbours[faces] = self._axis_neighbours_by_coords(rows[faces])
+        return neighbours
+
+    def _axis_neighbours_by_coords(self, rows: torch.Tensor) -> torch.Tensor:
+        """`axis_neighbours` from each row's vertex coordinates."""
+        n = self.slot_vertices()[rows].unsqueeze(1) + torch.eye(3, dtype=torch.long, device=rows.device)
+        return torch.where((n <= self.resolution).all(-1), self.vertex_slots(n.clamp_max(self.resolution)), -1)
 
     def slot_vertices(self) -> torch.Tensor:
         """(V, 3) int64 vertex coordinates of every table row (computed once per brick set; do not modify)."""
@@ -432,15 +450,16 @@ class SparseVoxelGrid(BrickModule):
     def total_variation(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Squared differences between the given vertices and their +x, +y, +z neighbours (where allocated).
 
+        The rows are taken in table order: the pairs' gathers and their gradient's scatter then read the table
+        nearly in order (on a CPU, 98k random pairs of 12 features scatter in 2.9 ms that way against 4.8).
         Args:
             rows: (N,) int64 table rows.
         Returns:
             mean squared difference of raw density () and of features (), over the existing neighbour pairs.
         """
-        v = self.bricks.slot_vertices()[rows]
-        n = v.unsqueeze(1) + torch.eye(3, dtype=torch.long, device=v.device)  # (N, 3, 3) neighbours
-        nb = self.bricks.vertex_slots(n.clamp_max(self.resolution))
-        valid = (nb >= 0) & (n <= self.resolution).all(-1)
+        rows = rows.sort().values
+        nb = self.bricks.axis_neighbours(rows)
+        valid = nb >= 0
         pairs = torch.stack([rows.unsqueeze(1).expand_as(valid)[valid], nb[valid]])  # (2, P) vertex, neighbour
         gathered = self._gather(pairs)
         density, features = gathered["density"], gathered["features"]
