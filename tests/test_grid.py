@@ -271,4 +271,4 @@ def test_total_variation_is_zero_for_a_constant_grid_and_pulls_neighbours_togeth
     with torch.no_grad():
         grid.density.fill_(3.0)
         grid.features.fill_(-1.0)
-    assert [float(t) for t in grid.total_variation(rows)] == [0.0, 0.0]
+    assert [t.item() for t in grid.total_variation(rows)] == [0.0, 0.0]
