@@ -162,20 +162,6 @@ def test_row_sparse_adam_trains_as_dense_adam_does(sphere_scene, tmp_path):
     assert psnr[False] > 15 and abs(psnr[True] - psnr[False]) < 0.3, psnr  # 150 steps: ~18.5 dB
 
 
-def test_error_map_sampling_trains_the_sphere_and_maps_every_photo(sphere_scene, tmp_path):
-    """`optim.error_share`: half of each batch drawn where the loss is (voxnerf.train.error_map) still learns the
-    sphere, and the training loop feeds the map: after 150 steps every tile of every photo has an estimate, and the
-    sphere's silhouette edges miss more than the flat background around them."""
-    cfg = load_config(None, [{**TOY_CONFIG, "max_steps": 150, "optim": {**TOY_CONFIG["optim"], "error_share": 0.5}}])
-    trainer = Trainer(load_scene(sphere_scene), cfg, tmp_path, torch.device("cpu"), quiet=True)
-    trainer.train()
-    assert trainer.evaluate(with_lpips=False, write=False)["mean"]["psnr"] > 15  # 150 steps: ~18.5 dB uniform
-    errors = trainer.sampler.errors
-    assert bool(errors.seen.all())
-    corners = errors.loss.view(-1, errors.tiles, errors.tiles)[:, [0, 0, -1, -1], [0, -1, 0, -1]]
-    assert errors.loss.median() > 0 and corners.median() < errors.loss.quantile(0.9)
-
-
 def test_a_run_killed_with_sigkill_resumes_to_the_same_quality(sphere_scene, tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     whole = tmp_path / "whole"

@@ -47,8 +47,6 @@ class OptimConfig:
     tv_density: float = 0.0  # total variation on the raw density of the grid's vertices a step reads (smooths floaters)
     tv_features: float = 0.0  # total variation on their features
     tv_vertices: int = 16384  # vertices drawn per step for total variation, among the rows the samples read
-    error_share: float = 0.0  # share of each batch's rays drawn in proportion to a running training loss per tile of
-    #                          each photo (voxnerf.train.error_map, as Instant-NGP); 0: every ray uniform
     row_sparse: bool = False  # Adam updates the grid only at the rows a step read, with dense Adam's result
     #                          (voxnerf.train.sparse_adam): a step's cost follows its samples, not the table
 
@@ -253,7 +251,7 @@ RANGES = {
     "optim.target_samples": AT_LEAST_ONE, "optim.min_rays": AT_LEAST_ONE, "optim.max_rays": AT_LEAST_ONE,
     "optim.entropy_weight": NON_NEGATIVE, "optim.sparsity_weight": NON_NEGATIVE,
     "optim.distortion_weight": NON_NEGATIVE, "optim.tv_density": NON_NEGATIVE, "optim.tv_features": NON_NEGATIVE,
-    "optim.tv_vertices": AT_LEAST_ONE, "optim.error_share": BELOW_ONE,
+    "optim.tv_vertices": AT_LEAST_ONE,
     "levels.until": UP_TO_ONE, "levels.resolution": Range(BRICK, 4096), "levels.image_scale": UP_TO_ONE,
     "field.feature_dim": Range(3, 1024), "field.hidden": Range(1, 4096), "field.layers": Range(1, 64),
     "field.sh_degree": Range(0, MAX_DEGREE), "field.alpha_init": Range(0, 1, low_open=True, high_open=True),

@@ -11,11 +11,6 @@ from voxnerf.data.rays import pixel_rays
 from voxnerf.data.scene import Scene
 from voxnerf.data.space import Space
 from voxnerf.system.progress import track
-from voxnerf.train.error_map import ErrorMap
-
-
-ERROR_TILES = 16  # tiles per side of a photo in the error map: about 30 px at 500 px, a few hundred rays a tile a run
-ERROR_RATE = 0.25  # a tile's estimate follows its last few hits: the loss falls as training goes
 
 
 class RaySampler:
@@ -31,14 +26,11 @@ class RaySampler:
         device: where rays are produced.
         space: the field's space (its center and scale take world rays into the unit box).
         progress: show a bar while the photos are decoded and each scale of the pyramid is pooled.
-        error_share: the share of each batch drawn where the training loss is highest (`ErrorMap`); 0: all uniform.
     """
 
     def __init__(self, scene: Scene, indices: np.ndarray, device: torch.device, space: Space,
-                 progress: bool = False, error_share: float = 0.0):
+                 progress: bool = False):
         self.device, self.progress = device, progress
-        self.error_share = error_share
-        self.errors = ErrorMap(len(indices), ERROR_TILES, ERROR_RATE, device) if error_share > 0 else None
         self.scene, self.indices = scene, indices
         self.cameras = scene.cameras.subset(indices)
         self.center = torch.as_tensor(space.center, dtype=torch.float32, device=device)
@@ -89,24 +81,18 @@ class RaySampler:
 
         Returns:
             dict with origins (n, 3) and dirs (n, 3) in the unit box, image (n,) the ray's index among the
-            sampler's images, tile (n,) its tile of the error map (None without one), near (n,) the unit-box
-            depth of its image's nearest content (None where the cameras have no near bounds), target (n, 3)
-            composited on `background` (n, 3) of random colors. Where pixels are transparent the field must learn to let the background
+            sampler's images, near (n,) the unit-box depth of its image's nearest content (None where the
+            cameras have no near bounds), target (n, 3) composited on `background`
+            (n, 3) of random colors. Where pixels are transparent the field must learn to let the background
             through; where they are opaque (all of an opaque photo's pixels) the background is not in the target,
             so a ray that is not fully opaque is penalized: the field cannot fake dark colors with transparency.
         """
         images, cams = self.at_scale(scale)
         k, h, w, _ = images.shape
         dev = generator.device
-        n_map = round(self.error_share * n)
-        img = torch.randint(0, k, (n - n_map,), generator=generator, device=dev)
-        v = torch.randint(0, h, (n - n_map,), generator=generator, device=dev)
-        u = torch.randint(0, w, (n - n_map,), generator=generator, device=dev)
-        tile = self.errors.tile_of(img, v, u, (h, w)) if self.errors is not None else None
-        if n_map:
-            drawn = self.errors.draw(n_map, (h, w), generator)
-            img, v, u, tile = (torch.cat(pair) for pair in zip((img, v, u, tile), drawn))
-        img, v, u = img.to(self.device), v.to(self.device), u.to(self.device)
+        img = torch.randint(0, k, (n,), generator=generator, device=dev).to(self.device)
+        v = torch.randint(0, h, (n,), generator=generator, device=dev).to(self.device)
+        u = torch.randint(0, w, (n,), generator=generator, device=dev).to(self.device)
         rgba = images[img, v, u].float() / 255.0
         uv = torch.stack([u, v], -1).float() + 0.5
         dist = cams["distortion"][img] if cams["distortion"] is not None else None
@@ -115,10 +101,5 @@ class RaySampler:
         target = rgba[:, :3] + (1 - rgba[:, 3:]) * background
         near = cams["near"][img] if cams["near"] is not None else None
         return {"origins": (origins - self.center) * self.scale, "dirs": dirs, "image": img, "target": target,
-                "background": background, "near": near, "tile": tile}
-
-    def record(self, batch: dict[str, torch.Tensor], rgb: torch.Tensor) -> None:
-        """Tell the error map (if any) how far the rendered colors `rgb` (n, 3) of `batch` missed its targets."""
-        if self.errors is not None:
-            self.errors.record(batch["tile"], (rgb.detach() - batch["target"]).square().mean(-1))
+                "background": background, "near": near}
 

@@ -89,7 +89,7 @@ class Trainer:
         if resume:
             self._restore(load_checkpoint(self.out / CHECKPOINT, "cpu"))  # moved to the device piece by piece
         self.sampler = RaySampler(scene, scene.split_indices("train"), device, self.model.space,
-                                  progress=not quiet and self.world.is_main, error_share=cfg.optim.error_share)
+                                  progress=not quiet and self.world.is_main)
         self.sampler.at_scale(self.strategy.level(self.progress()).image_scale)  # decoded off the training clock
 
     # ---- setup ----------------------------------------------------------------------------------------------
@@ -185,7 +185,6 @@ class Trainer:
                                  with_distortion=self.cfg.optim.distortion_weight > 0, images=batch["image"],
                                  near=batch["near"])
             mse = torch.nn.functional.mse_loss(result.rgb, batch["target"])
-            self.sampler.record(batch, result.rgb)
             loss = mse + self._regularization(result)
             self.scaler.scale(loss).backward()
         clock = self.own_time + time.perf_counter() - start if self.world.is_main else 0.0
