@@ -1,10 +1,12 @@
-"""How many pixels of the training photos a grid cell covers: the bound below which a finer cell has nothing left
-to learn (SVRaster never subdivides a voxel below the footprint of the pixels that see it)."""
+"""How finely the training photos constrain the grid: how many pixels a cell covers (the bound below which a finer
+cell has nothing left to learn: SVRaster never subdivides a voxel below the footprint of the pixels that see it),
+and the depth step neighbouring views tell apart."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
+from scipy.spatial import cKDTree
 
 from voxnerf.data.cameras import Cameras
 from voxnerf.data.rays import project
@@ -38,3 +40,24 @@ def pixel_footprint(cameras: Cameras, space: Space, g: torch.Tensor, cell: float
         span = 2 * np.linalg.norm(uv[1:] - center, axis=-1).max(0)
         best = np.maximum(best, np.where(seen, span, 0.0))
     return torch.from_numpy(best).float().to(g.device)
+
+
+def resolved_depth(cameras: Cameras, focus: np.ndarray) -> float:
+    """The depth step (world units) at `focus` that neighbouring training views tell apart: two views an angle theta
+    apart see a shift of depth dz as about dz * theta / p pixels of disparity, p being a pixel's footprint there, so
+    one pixel resolves dz = p / theta. Medians over the views of p (the focus's depth along the view's axis over its
+    focal length) and of theta (the angle at the focus to the view's nearest other view).
+    Args:
+        cameras: the training cameras.
+        focus: (3,) the point they look at (world).
+    Returns:
+        dz in world units; inf for fewer than two views or views all in one direction from the focus.
+    """
+    if len(cameras) < 2:
+        return float("inf")
+    offsets = cameras.centers - focus
+    directions = offsets / np.linalg.norm(offsets, axis=1, keepdims=True).clip(1e-12)
+    chord = cKDTree(directions).query(directions, k=2)[0][:, 1]  # each view's nearest other direction
+    theta = float(np.median(2 * np.arcsin(np.clip(chord / 2, 0, 1))))
+    footprint = (-offsets * cameras.forward).sum(1) / cameras.intrinsics[:, :2].mean(1)
+    return float(np.median(footprint)) / theta if theta > 0 else float("inf")

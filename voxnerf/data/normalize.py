@@ -6,8 +6,10 @@
   in front of each camera; what lies beyond is contracted into the outer shell. With no near bound that is
   Mip-NeRF 360's box around every camera; with one, the subject gets the finer cells of a smaller box. Each view's
   rays start at NEAR_MARGIN times its own near bound where it has one (`Cameras.near`, else the scene's), so no ray
-  passes where the field could hide that view's floaters in front of its camera. (A box sized to those later starts
-  was measured and dropped: finer cells cost ethiopianHead_8 0.22 dB; benchmarks/RESULTS.md.)
+  passes where the field could hide that view's floaters in front of its camera. Where views have their own bound
+  the box shrinks towards one that holds only those later starts, but not so far that the finest level's inner
+  cells get finer than the depth step neighbouring views resolve (`resolved_depth`): finer cells than that fit
+  each photo on its own (benchmarks/RESULTS.md, issue 37 item 3).
 - ndc: the reference camera is the mean pose (mean center, averaged and re-orthogonalized axes); the unit is
   chosen so the near plane, a little in front of the closest content (`Scene.near`), lies at depth 1; the NDC
   window is widened so that every training pixel's ray falls inside the grid's x-y range.
@@ -20,6 +22,7 @@ import torch
 
 from voxnerf.data.cameras import Cameras
 from voxnerf.data.common import bounds_from_cameras
+from voxnerf.data.footprint import resolved_depth
 from voxnerf.data.scene import Scene
 from voxnerf.data.space import NEAR_MARGIN, Box, Contract, Ndc, Space
 
@@ -27,26 +30,38 @@ CAMERA_MARGIN = 1.05  # contract: the unit box reaches this much beyond the fart
 FAR_RATIO = 100.0  # contract: rays march this many times the camera radius (the grid's shell reaches infinity)
 
 
-def space_for(scene: Scene, kind: str, contract_inner: float = 0.5) -> Space:
+def space_for(scene: Scene, kind: str, contract_inner: float = 0.5, resolution: int | None = None) -> Space:
     """The Space of `kind` (a name in voxnerf.data.space.SPACES, from the config) that frames `scene`'s training
-    cameras; a contracted space's unit box fills `contract_inner` of the grid's half-width."""
+    cameras; a contracted space's unit box fills `contract_inner` of the grid's half-width, whose finest level has
+    `resolution` cells a side (None: the box holds every ray start at the scene's near bound)."""
     cameras = scene.cameras.subset(scene.split_indices("train"))
     builders = {"box": lambda: Box(scene.center.tolist(), scene.scale),
-                "contract": lambda: contract_space(cameras, scene.near, contract_inner),
+                "contract": lambda: contract_space(cameras, scene.near, contract_inner, resolution),
                 "ndc": lambda: ndc_space(cameras, scene.near)}
     return builders[kind]()
 
 
-def contract_space(cameras: Cameras, near: float = 0.0, inner: float = 0.5) -> Space:
+def contract_space(cameras: Cameras, near: float = 0.0, inner: float = 0.5, resolution: int | None = None) -> Space:
     """The unit box centered on the cameras' focus point, reaching just past NEAR_MARGIN times `near` (world units)
     along every camera's optical axis, filling `inner` of the grid's half-width. Rays start there, or later where
-    their view has its own near bound (`Contract.march_rays`)."""
+    their view has its own near bound (`Contract.march_rays`). Where the views have their own bounds and the finest
+    `resolution` is given, the box shrinks to hold only those later starts, but no further than the half-width at
+    which an inner cell of that level spans the depth step the views resolve (`resolved_depth`)."""
     bbox = bounds_from_cameras(cameras)[0]
     center = 0.5 * (bbox[0] + bbox[1])
-    starts = cameras.centers + NEAR_MARGIN * near * cameras.forward
-    half = CAMERA_MARGIN * float(np.abs(starts - center).max())
+    half = _holding_starts(cameras, center, near)
+    if cameras.near is not None and resolution:
+        resolved = resolved_depth(cameras, center) * inner * resolution / 2  # cell 2 * half / (inner * resolution)
+        half = min(half, max(_holding_starts(cameras, center, cameras.near), resolved))
     half = max(half, 1e-6)
     return Contract(center.tolist(), 1.0 / half, far=FAR_RATIO, near=NEAR_MARGIN * near / half, inner=inner)
+
+
+def _holding_starts(cameras: Cameras, center: np.ndarray, near: float | np.ndarray) -> float:
+    """Half-width (world units) of the box around `center` that just holds every camera's ray start, NEAR_MARGIN
+    times `near` (a scalar, or (N,) one per camera) along its optical axis."""
+    starts = cameras.centers + NEAR_MARGIN * np.reshape(near, (-1, 1)) * cameras.forward
+    return CAMERA_MARGIN * float(np.abs(starts - center).max())
 
 
 def mean_pose(cameras: Cameras) -> tuple[np.ndarray, np.ndarray]:

@@ -75,7 +75,7 @@ class Trainer:
         self.stop = StopRequest()  # enter it (as train_run does) to stop between steps on SIGINT and SIGTERM
         self.fingerprint = scene_fingerprint(scene)  # checkpoints name their scene's content (voxnerf.run.folder)
         self.snapshots: list[dict] = []
-        space = space_for(scene, cfg.space, cfg.contract_inner)
+        space = space_for(scene, cfg.space, cfg.contract_inner, cfg.levels[-1].resolution)
         self.model = Model.build(cfg.field, cfg.levels[0].resolution, space, cfg.seed,
                                  train_cameras=scene.cameras.subset(scene.split_indices("train")))
         if init is not None:
