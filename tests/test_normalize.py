@@ -9,7 +9,9 @@ import torch
 
 import voxnerf.scenes as toy_scenes
 from voxnerf.data import load_scene
-from voxnerf.data.normalize import CAMERA_MARGIN, NEAR_MARGIN, space_for
+from voxnerf.data.cameras import Cameras, look_at
+from voxnerf.data.footprint import resolved_depth
+from voxnerf.data.normalize import CAMERA_MARGIN, NEAR_MARGIN, contract_space, space_for
 from voxnerf.data.rays import image_rays
 from voxnerf.train.session import preset_for
 
@@ -79,6 +81,45 @@ def test_contracted_space_holds_where_rays_start_and_objects_inside_and_the_back
     far = grid[radius > 5]
     assert len(far) > 50 and np.all((far > inner) & (far < 1.0))  # the far shell: in the grid's outer shell
     assert space.far * (1 / space.scale) > 15  # rays march past the shell (world radius 15)
+
+
+def ring_of_cameras(n: int, focal: float) -> Cameras:
+    """n cameras evenly around the origin, looking at it: the first 2 units away, the others 4; each view's own near
+    bound is 0.8 of its distance, so the scene's (the smallest) is 1.6."""
+    angle = 2 * np.pi * np.arange(n) / n
+    radius = np.where(np.arange(n) == 0, 2.0, 4.0)
+    eyes = np.stack([radius * np.cos(angle), radius * np.sin(angle), np.zeros(n)], 1)
+    c2w = np.stack([look_at(eye, np.zeros(3), np.array([0.0, 0.0, 1.0])) for eye in eyes])
+    return Cameras(c2w, np.tile([focal, focal, 50.0, 50.0], (n, 1)), np.tile([100, 100], (n, 1)), np.zeros((n, 4)),
+                   near=0.8 * radius)
+
+
+def test_the_resolved_depth_step_is_a_pixels_footprint_over_the_angle_to_the_nearest_view():
+    cameras = ring_of_cameras(36, 500.0)
+    # median depth 4 over the focal length: 0.008 a pixel; neighbours 10 degrees apart
+    assert resolved_depth(cameras, np.zeros(3)) == pytest.approx(4 / 500 / np.radians(10))
+    assert resolved_depth(cameras.subset(np.array([1])), np.zeros(3)) == np.inf
+
+
+@pytest.mark.parametrize("focal, box", [(5000.0, "own starts"), (400.0, "resolved"), (100.0, "every start")])
+def test_the_contracted_box_shrinks_to_each_views_own_start_no_finer_than_the_views_resolve(focal, box):
+    """The box holds every ray start at the scene's near bound (Mip-NeRF 360's box around the starts) unless the
+    views have their own bounds: then it shrinks to hold those later starts, but its inner cells at the finest
+    resolution never get finer than the depth step the views resolve."""
+    cameras, inner, resolution = ring_of_cameras(36, focal), 0.25, 256
+    space = contract_space(cameras, 1.6, inner, resolution)
+    every_start = contract_space(cameras, 1.6, inner)
+    own_starts = cameras.centers + NEAR_MARGIN * cameras.near[:, None] * cameras.forward
+    reach = np.abs(space.world_to_unit(own_starts)).max()
+    cell = 2 / (space.scale * inner * resolution)  # world units
+    if box == "own starts":
+        assert reach == pytest.approx(1 / CAMERA_MARGIN) and cell > resolved_depth(cameras, np.zeros(3))
+    elif box == "resolved":
+        assert reach < 1 / CAMERA_MARGIN and space.scale > every_start.scale  # between the two boxes
+        assert cell == pytest.approx(resolved_depth(cameras, np.zeros(3)))
+    else:
+        assert space.scale == every_start.scale
+    assert space.near == pytest.approx(NEAR_MARGIN * 1.6 * space.scale)  # views without a bound start at the scene's
 
 
 @pytest.mark.parametrize("fmt", ["colmap", "llff"])
