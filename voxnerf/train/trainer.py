@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict
-from functools import partial
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -81,10 +80,10 @@ class Trainer:
         if init is not None:
             self.model = Model.from_checkpoint(load_checkpoint(init, "cpu"))
         self.model.to(device)
-        finest = scene.cameras.subset(scene.split_indices("train")).scaled(cfg.levels[-1].image_scale)
+        self.finest_cameras = scene.cameras.subset(scene.split_indices("train")).scaled(cfg.levels[-1].image_scale)
         self.strategy = TopologyStrategy(occupancy_for_ranks(cfg.occupancy, self.world.size), cfg.levels,
                                          cfg.render.step_ratio, self.world.max_, (self.world.rank, self.world.size),
-                                         partial(pixel_footprint, finest, self.model.space))
+                                         self._footprint)
         self.optimizer = self._make_optimizer()
         if resume:
             self._restore(load_checkpoint(self.out / CHECKPOINT, "cpu"))  # moved to the device piece by piece
@@ -93,6 +92,12 @@ class Trainer:
         self.sampler.at_scale(self.strategy.level(self.progress()).image_scale)  # decoded off the training clock
 
     # ---- setup ----------------------------------------------------------------------------------------------
+    def _footprint(self, g: torch.Tensor, cell: float) -> torch.Tensor:
+        """(K,) pixels a cell of edge `cell` at grid points g (K, 3) spans in the training photos at the last
+        level's scale, in the model's space: the checkpoint's after --resume (a run from an earlier version may have
+        another box than this version would frame)."""
+        return pixel_footprint(self.finest_cameras, self.model.space, g, cell)
+
     def _make_optimizer(self) -> torch.optim.Optimizer:
         groups = self.model.field.param_groups(self.cfg.optim)
         if self.model.appearance is not None:
