@@ -42,14 +42,15 @@ def pixel_footprint(cameras: Cameras, space: Space, g: torch.Tensor, cell: float
     return torch.from_numpy(best).float().to(g.device)
 
 
-def resolved_depth(cameras: Cameras, focus: np.ndarray) -> float:
+def resolved_depth(cameras: Cameras, focus: np.ndarray, pixels: float = 1.0) -> float:
     """The depth step (world units) at `focus` that neighbouring training views tell apart: two views an angle theta
     apart see a shift of depth dz as about dz * theta / p pixels of disparity, p being a pixel's footprint there, so
-    one pixel resolves dz = p / theta. Medians over the views of p (the focus's depth along the view's axis over its
-    focal length) and of theta (the angle at the focus to the view's nearest other view).
+    a disparity of `pixels` resolves dz = pixels * p / theta. Medians over the views of p (the focus's depth along
+    the view's axis over its focal length) and of theta (the angle at the focus to the view's nearest other view).
     Args:
         cameras: the training cameras.
         focus: (3,) the point they look at (world).
+        pixels: the disparity (pixels) a step must make between the two views to show.
     Returns:
         dz in world units; inf for fewer than two views or views all in one direction from the focus.
     """
@@ -60,4 +61,4 @@ def resolved_depth(cameras: Cameras, focus: np.ndarray) -> float:
     chord = cKDTree(directions).query(directions, k=2)[0][:, 1]  # each view's nearest other direction
     theta = float(np.median(2 * np.arcsin(np.clip(chord / 2, 0, 1))))
     footprint = (-offsets * cameras.forward).sum(1) / cameras.intrinsics[:, :2].mean(1)
-    return float(np.median(footprint)) / theta if theta > 0 else float("inf")
+    return pixels * float(np.median(footprint)) / theta if theta > 0 else float("inf")

@@ -8,8 +8,8 @@
   rays start at NEAR_MARGIN times its own near bound where it has one (`Cameras.near`, else the scene's), so no ray
   passes where the field could hide that view's floaters in front of its camera. Where views have their own bound
   the box shrinks towards one that holds only those later starts, but not so far that the finest level's inner
-  cells get finer than the depth step neighbouring views resolve (`resolved_depth`): finer cells than that fit
-  each photo on its own (benchmarks/RESULTS.md, issue 37 item 3).
+  cells get finer than the depth step neighbouring views resolve (`resolved_depth`, a step that shifts DISPARITY
+  pixels between them): finer cells than that fit each photo on its own (benchmarks/RESULTS.md, issue 37 item 3).
 - ndc: the reference camera is the mean pose (mean center, averaged and re-orthogonalized axes); the unit is
   chosen so the near plane, a little in front of the closest content (`Scene.near`), lies at depth 1; the NDC
   window is widened so that every training pixel's ray falls inside the grid's x-y range.
@@ -28,6 +28,8 @@ from voxnerf.data.space import NEAR_MARGIN, Box, Contract, Ndc, Space
 
 CAMERA_MARGIN = 1.05  # contract: the unit box reaches this much beyond the farthest ray start
 FAR_RATIO = 100.0  # contract: rays march this many times the camera radius (the grid's shell reaches infinity)
+DISPARITY = 2.0  # contract: pixels a depth step must shift between neighbouring views to show in their photos; one
+#                  pixel is within the poses' and the photos' own error (benchmarks/RESULTS.md, issue 37 item 3)
 
 
 def space_for(scene: Scene, kind: str, contract_inner: float = 0.5, resolution: int | None = None) -> Space:
@@ -46,12 +48,14 @@ def contract_space(cameras: Cameras, near: float = 0.0, inner: float = 0.5, reso
     along every camera's optical axis, filling `inner` of the grid's half-width. Rays start there, or later where
     their view has its own near bound (`Contract.march_rays`). Where the views have their own bounds and the finest
     `resolution` is given, the box shrinks to hold only those later starts, but no further than the half-width at
-    which an inner cell of that level spans the depth step the views resolve (`resolved_depth`)."""
+    which an inner cell of that level spans the depth step the views resolve (`resolved_depth` at DISPARITY
+    pixels)."""
     bbox = bounds_from_cameras(cameras)[0]
     center = 0.5 * (bbox[0] + bbox[1])
     half = _holding_starts(cameras, center, near)
     if cameras.near is not None and resolution:
-        resolved = resolved_depth(cameras, center) * inner * resolution / 2  # cell 2 * half / (inner * resolution)
+        step = resolved_depth(cameras, center, DISPARITY)
+        resolved = step * inner * resolution / 2  # where a cell, 2 * half / (inner * resolution), is step
         half = min(half, max(_holding_starts(cameras, center, cameras.near), resolved))
     half = max(half, 1e-6)
     return Contract(center.tolist(), 1.0 / half, far=FAR_RATIO, near=NEAR_MARGIN * near / half, inner=inner)

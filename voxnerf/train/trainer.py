@@ -75,12 +75,12 @@ class Trainer:
         self.fingerprint = scene_fingerprint(scene)  # checkpoints name their scene's content (voxnerf.run.folder)
         self.snapshots: list[dict] = []
         space = space_for(scene, cfg.space, cfg.contract_inner, cfg.levels[-1].resolution)
-        self.model = Model.build(cfg.field, cfg.levels[0].resolution, space, cfg.seed,
-                                 train_cameras=scene.cameras.subset(scene.split_indices("train")))
+        train_cameras = scene.cameras.subset(scene.split_indices("train"))
+        self.model = Model.build(cfg.field, cfg.levels[0].resolution, space, cfg.seed, train_cameras=train_cameras)
         if init is not None:
             self.model = Model.from_checkpoint(load_checkpoint(init, "cpu"))
         self.model.to(device)
-        self.finest_cameras = scene.cameras.subset(scene.split_indices("train")).scaled(cfg.levels[-1].image_scale)
+        self.finest_cameras = train_cameras.scaled(cfg.levels[-1].image_scale)
         self.strategy = TopologyStrategy(occupancy_for_ranks(cfg.occupancy, self.world.size), cfg.levels,
                                          cfg.render.step_ratio, self.world.max_, (self.world.rank, self.world.size),
                                          self._footprint)
