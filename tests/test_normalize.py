@@ -102,27 +102,32 @@ def test_the_resolved_depth_step_is_a_pixels_footprint_over_the_angle_to_the_nea
     assert resolved_depth(cameras.subset(np.array([1])), np.zeros(3)) == np.inf
 
 
-@pytest.mark.parametrize("focal, box", [(5000.0, "own starts"), (800.0, "resolved"), (400.0, "every start")])
+@pytest.mark.parametrize("focal, box", [(5000.0, "own starts"), (2000.0, "own starts"), (800.0, "resolved"),
+                                        (400.0, "every start")])
 def test_the_contracted_box_shrinks_to_each_views_own_start_no_finer_than_the_views_resolve(focal, box):
     """The box holds every ray start at the scene's near bound (Mip-NeRF 360's box around the starts) unless the
     views have their own bounds: then it shrinks to hold those later starts, but its inner cells at the finest
     resolution never get finer than the depth step the views resolve (one that shifts DISPARITY pixels between
-    neighbouring views: at 400 px focal length one pixel's step would still let the box shrink)."""
+    neighbouring views: at 400 px focal length one pixel's step would still let the box shrink). Where the box of
+    the own starts leaves its cells coarser than that step, the box takes a larger share of the grid, up to half."""
     cameras, inner, resolution = ring_of_cameras(36, focal), 0.25, 256
     space = contract_space(cameras, 1.6, inner, resolution)
     every_start = contract_space(cameras, 1.6, inner)
     own_starts = cameras.centers + NEAR_MARGIN * cameras.near[:, None] * cameras.forward
     reach = np.abs(space.world_to_unit(own_starts)).max()
-    cell = 2 / (space.scale * inner * resolution)  # world units
+    cell = 2 / (space.scale * space.inner_scale * resolution)  # world units
     step = resolved_depth(cameras, np.zeros(3), DISPARITY)
     if box == "own starts":
-        assert reach == pytest.approx(1 / CAMERA_MARGIN) and cell > step
+        assert reach == pytest.approx(1 / CAMERA_MARGIN) and inner < space.inner_scale <= 0.5
+        assert cell == pytest.approx(step) if space.inner_scale < 0.5 else cell > step
     elif box == "resolved":
         assert reach < 1 / CAMERA_MARGIN and space.scale > every_start.scale  # between the two boxes
         assert cell == pytest.approx(step)
     else:
         assert space.scale == every_start.scale
         assert 2 / (every_start.scale * inner * resolution) < step  # capped: never a larger box than every start's
+    if box != "own starts":
+        assert space.inner_scale == inner  # cells at the step, or finer: the share stays
     assert space.near == pytest.approx(NEAR_MARGIN * 1.6 * space.scale)  # views without a bound start at the scene's
 
 

@@ -10,6 +10,8 @@
   the box shrinks towards one that holds only those later starts, but not so far that the finest level's inner
   cells get finer than the depth step neighbouring views resolve (`resolved_depth`, a step that shifts DISPARITY
   pixels between them): finer cells than that fit each photo on its own (benchmarks/RESULTS.md, issue 37 item 3).
+  Where the box holding those starts leaves its cells coarser than that step, the box fills more of the grid (the
+  share `contract_inner` is then the least one), up to Mip-NeRF 360's half, so its cells come down to the step.
 - ndc: the reference camera is the mean pose (mean center, averaged and re-orthogonalized axes); the unit is
   chosen so the near plane, a little in front of the closest content (`Scene.near`), lies at depth 1; the NDC
   window is widened so that every training pixel's ray falls inside the grid's x-y range.
@@ -49,7 +51,8 @@ def contract_space(cameras: Cameras, near: float = 0.0, inner: float = 0.5, reso
     their view has its own near bound (`Contract.march_rays`). Where the views have their own bounds and the finest
     `resolution` is given, the box shrinks to hold only those later starts, but no further than the half-width at
     which an inner cell of that level spans the depth step the views resolve (`resolved_depth` at DISPARITY
-    pixels)."""
+    pixels); where the box of those starts leaves its cells coarser than that step, it fills more of the grid's
+    half-width instead, down to cells of that step, up to half."""
     bbox = bounds_from_cameras(cameras)[0]
     center = 0.5 * (bbox[0] + bbox[1])
     half = _holding_starts(cameras, center, near)
@@ -57,6 +60,7 @@ def contract_space(cameras: Cameras, near: float = 0.0, inner: float = 0.5, reso
         step = resolved_depth(cameras, center, DISPARITY)
         resolved = step * inner * resolution / 2  # where a cell, 2 * half / (inner * resolution), is step
         half = min(half, max(_holding_starts(cameras, center, cameras.near), resolved))
+        inner = float(np.clip(2 * half / (resolution * step), inner, 0.5))  # cells down to step, share up to half
     half = max(half, 1e-6)
     return Contract(center.tolist(), 1.0 / half, far=FAR_RATIO, near=NEAR_MARGIN * near / half, inner=inner)
 

@@ -60,7 +60,7 @@ class TrainConfig:
     levels: list[Level] = dataclasses.field(default_factory=lambda: [
         Level(0.1, 32, 0.25), Level(0.3, 64, 0.5), Level(0.6, 128, 1.0), Level(1.0, 256, 1.0)])
     space: str = "box"  # box (bounded object) | contract (unbounded 360 scene) | ndc (forward-facing); voxnerf.data.space
-    contract_inner: float = 0.5  # contract: the share of the grid's half-width the unit box (cameras, subject) fills
+    contract_inner: float = 0.5  # contract: the least share of the grid's half-width the unit box fills (normalize)
     pixels_per_cell: float = 4.0  # photos over (this x the finest resolution)^2 pixels train downscaled (--downscale)
     max_steps: int = 20000  # training stops at whichever of max_steps / max_time comes first
     max_time: float = 0.0  # seconds of training (evaluation excluded); 0 = no limit
