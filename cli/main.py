@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 
@@ -46,7 +47,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=print_versio
 
 def main() -> None:
     """Run the CLI. User errors and bad options print `voxnerf: error: ...` as one line and exit with status 2;
-    Ctrl-C exits with status 130 after one line; library warnings print as `voxnerf: warning: ...` lines."""
+    Ctrl-C exits with status 130 after one line; a closed pipe on stdout exits with 141, silently; library warnings print as `voxnerf: warning: ...` lines."""
     show_warnings()
     try:
         code = run(sys.argv[1:])
@@ -64,6 +65,9 @@ def main() -> None:
     except (KeyboardInterrupt, typer.Abort):
         print("voxnerf: interrupted", file=sys.stderr)
         code = exit_status(signal.SIGINT)
+    except BrokenPipeError:  # the reader left (`voxnerf info scene | head`): stop as a shell tool would, quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the interpreter's last flush goes nowhere
+        code = exit_status(signal.SIGPIPE)
     sys.exit(code)
 
 

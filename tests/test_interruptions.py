@@ -300,3 +300,38 @@ def test_a_full_disk_keeps_the_previous_checkpoint_and_says_so_in_one_line(scene
                                     f"(the previous {CHECKPOINT} is kept; free some space and continue with --resume)"]
     assert checkpoint_step(out) == 10
     assert not list(out.glob("*.tmp")) and not list(out.glob(".*.tmp"))
+
+
+READER_LEAVES = """
+import sys
+from voxnerf.cli.main import main
+
+
+class LeftPipe:
+    '''stdout whose reader leaves once it has read 1000 characters (`voxnerf train --help | head -5`): the writes
+    after that fail.'''
+
+    def __init__(self, file):
+        self.file, self.written = file, 0
+
+    def write(self, data):
+        if self.written >= 1000:
+            raise BrokenPipeError(32, "Broken pipe")
+        self.written += len(data)
+        return self.file.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.file, name)
+
+
+sys.stdout = LeftPipe(sys.stdout)
+sys.argv = ["voxnerf", *sys.argv[1:]]
+main()
+"""
+
+
+def test_a_reader_that_leaves_the_pipe_ends_the_command_quietly():
+    result = subprocess.run([sys.executable, "-c", READER_LEAVES, "train", "--help"], capture_output=True, text=True,
+                            env=ENV, timeout=120)
+    assert result.returncode == 141  # as a shell tool ended by SIGPIPE
+    assert result.stderr == ""

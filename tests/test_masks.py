@@ -27,6 +27,7 @@ def test_masked_pixels_are_replaced_by_the_random_background(general_scene):
     assert set(alpha.unique().tolist()) == {0, 255}  # the masks became the alpha channel
     background = (batch["target"] - batch["background"]).abs().amax(-1) < 1e-6
     assert 0.3 < background.float().mean() < 0.7  # about half of each random mask is background
+    assert torch.equal(batch["alpha"] == 0, background)  # each ray's alpha, for the silhouette loss
     assert scene.has_alpha and np.array_equal(scene.render_background, np.ones(3))
 
 

@@ -58,8 +58,8 @@ def contract_space(cameras: Cameras, near: float = 0.0, inner: float = 0.5, reso
     half = _holding_starts(cameras, center, near)
     if cameras.near is not None and resolution:
         step = resolved_depth(cameras, center, DISPARITY)
-        resolved = step * inner * resolution / 2  # where a cell, 2 * half / (inner * resolution), is step
-        half = min(half, max(_holding_starts(cameras, center, cameras.near), resolved))
+        half_at_step = step * inner * resolution / 2  # where a cell, 2 * half / (inner * resolution), is step
+        half = min(half, max(_holding_starts(cameras, center, cameras.near), half_at_step))
         inner = float(np.clip(2 * half / (resolution * step), inner, 0.5))  # cells down to step, share up to half
     half = max(half, 1e-6)
     return Contract(center.tolist(), 1.0 / half, far=FAR_RATIO, near=NEAR_MARGIN * near / half, inner=inner)

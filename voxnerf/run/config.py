@@ -42,6 +42,9 @@ class OptimConfig:
     min_rays: int = 1024
     max_rays: int = 65536
     entropy_weight: float = 1e-3  # binary-entropy penalty on ray opacity: no haze in front of the background (DVGO)
+    alpha_weight: float = 0.01  # binary cross-entropy of ray opacity against the pixel's alpha (masks, transparent
+    #                              backgrounds): the silhouette as a loss of its own, beside the colors on random
+    #                              backgrounds (benchmarks/RESULTS.md, issue 39 item 3)
     sparsity_weight: float = 0.0  # L1 penalty on sample opacity (pushes empty space to zero density; erodes thin parts)
     distortion_weight: float = 0.0  # Mip-NeRF 360 distortion loss per ray: weight in one stretch (floaters, haze)
     tv_density: float = 0.0  # total variation on the raw density of the grid's vertices a step reads (smooths floaters)
@@ -249,7 +252,7 @@ RANGES = {
     "optim.lr_grid": POSITIVE, "optim.lr_decoder": POSITIVE, "optim.lr_appearance": POSITIVE,
     "optim.lr_color_maps": POSITIVE, "optim.lr_final_ratio": UP_TO_ONE,
     "optim.target_samples": AT_LEAST_ONE, "optim.min_rays": AT_LEAST_ONE, "optim.max_rays": AT_LEAST_ONE,
-    "optim.entropy_weight": NON_NEGATIVE, "optim.sparsity_weight": NON_NEGATIVE,
+    "optim.entropy_weight": NON_NEGATIVE, "optim.alpha_weight": NON_NEGATIVE, "optim.sparsity_weight": NON_NEGATIVE,
     "optim.distortion_weight": NON_NEGATIVE, "optim.tv_density": NON_NEGATIVE, "optim.tv_features": NON_NEGATIVE,
     "optim.tv_vertices": AT_LEAST_ONE,
     "levels.until": UP_TO_ONE, "levels.resolution": Range(BRICK, 4096), "levels.image_scale": UP_TO_ONE,

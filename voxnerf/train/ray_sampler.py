@@ -81,7 +81,7 @@ class RaySampler:
 
         Returns:
             dict with origins (n, 3) and dirs (n, 3) in the unit box, image (n,) the ray's index among the
-            sampler's images, near (n,) the unit-box depth of its image's nearest content (None where the
+            sampler's images, alpha (n,) the pixel's alpha, near (n,) the unit-box depth of its image's nearest content (None where the
             cameras have no near bounds), target (n, 3) composited on `background`
             (n, 3) of random colors. Where pixels are transparent the field must learn to let the background
             through; where they are opaque (all of an opaque photo's pixels) the background is not in the target,
@@ -101,5 +101,5 @@ class RaySampler:
         target = rgba[:, :3] + (1 - rgba[:, 3:]) * background
         near = cams["near"][img] if cams["near"] is not None else None
         return {"origins": (origins - self.center) * self.scale, "dirs": dirs, "image": img, "target": target,
-                "background": background, "near": near}
+                "alpha": rgba[:, 3], "background": background, "near": near}
 

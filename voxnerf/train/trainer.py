@@ -190,7 +190,7 @@ class Trainer:
                                  with_distortion=self.cfg.optim.distortion_weight > 0, images=batch["image"],
                                  near=batch["near"])
             mse = torch.nn.functional.mse_loss(result.rgb, batch["target"])
-            loss = mse + self._regularization(result)
+            loss = mse + self._regularization(result, batch["alpha"])
             self.scaler.scale(loss).backward()
         clock = self.own_time + time.perf_counter() - start if self.world.is_main else 0.0
         num_samples, self.elapsed, stops = self.world.all_reduce_gradients(
@@ -232,13 +232,14 @@ class Trainer:
                    parameters=sum(p.numel() for p in self.model.parameters()))
         return row
 
-    def _regularization(self, result) -> torch.Tensor:
-        """Opacity entropy (rays either hit something or see the background), sample sparsity, distortion, and
-        the field's own regularizers (e.g. total variation of a grid)."""
+    def _regularization(self, result, alpha: torch.Tensor) -> torch.Tensor:
+        """Opacity entropy (rays either hit something or see the background), opacity against the pixels' alpha
+        (n,), sample sparsity, distortion, and the field's own regularizers (e.g. total variation of a grid)."""
         o = self.cfg.optim
         a = result.opacity.clamp(1e-5, 1 - 1e-5)
         entropy = -(a * torch.log(a) + (1 - a) * torch.log(1 - a)).mean()
-        loss = o.entropy_weight * entropy + o.sparsity_weight * result.sample_alpha_sum / max(len(a), 1)
+        silhouette = torch.nn.functional.binary_cross_entropy(a.float(), alpha) if o.alpha_weight else 0.0
+        loss = o.entropy_weight * entropy + o.alpha_weight * silhouette + o.sparsity_weight * result.sample_alpha_sum / max(len(a), 1)
         loss = loss + o.distortion_weight * result.distortion / max(len(a), 1)
         return loss + self.model.field.regularization(o, self.generator)
 
