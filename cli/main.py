@@ -47,7 +47,8 @@ def _root(version: bool = typer.Option(False, "--version", callback=print_versio
 
 def main() -> None:
     """Run the CLI. User errors and bad options print `voxnerf: error: ...` as one line and exit with status 2;
-    Ctrl-C exits with status 130 after one line; a closed pipe on stdout exits with 141, silently; library warnings print as `voxnerf: warning: ...` lines."""
+    Ctrl-C exits with status 130 after one line; a closed pipe on stdout exits with 141, silently; library warnings
+    print as `voxnerf: warning: ...` lines."""
     show_warnings()
     try:
         code = run(sys.argv[1:])

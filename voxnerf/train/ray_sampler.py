@@ -81,8 +81,8 @@ class RaySampler:
 
         Returns:
             dict with origins (n, 3) and dirs (n, 3) in the unit box, image (n,) the ray's index among the
-            sampler's images, alpha (n,) the pixel's alpha, near (n,) the unit-box depth of its image's nearest content (None where the
-            cameras have no near bounds), target (n, 3) composited on `background`
+            sampler's images, alpha (n,) the pixel's alpha, near (n,) the unit-box depth of its image's nearest
+            content (None where the cameras have no near bounds), target (n, 3) composited on `background`
             (n, 3) of random colors. Where pixels are transparent the field must learn to let the background
             through; where they are opaque (all of an opaque photo's pixels) the background is not in the target,
             so a ray that is not fully opaque is penalized: the field cannot fake dark colors with transparency.

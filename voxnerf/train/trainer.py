@@ -238,8 +238,9 @@ class Trainer:
         o = self.cfg.optim
         a = result.opacity.clamp(1e-5, 1 - 1e-5)
         entropy = -(a * torch.log(a) + (1 - a) * torch.log(1 - a)).mean()
-        silhouette = torch.nn.functional.binary_cross_entropy(a.float(), alpha) if o.alpha_weight else 0.0
-        loss = o.entropy_weight * entropy + o.alpha_weight * silhouette + o.sparsity_weight * result.sample_alpha_sum / max(len(a), 1)
+        silhouette = torch.nn.functional.binary_cross_entropy(a, alpha) if o.alpha_weight else 0.0
+        loss = o.entropy_weight * entropy + o.alpha_weight * silhouette
+        loss = loss + o.sparsity_weight * result.sample_alpha_sum / max(len(a), 1)
         loss = loss + o.distortion_weight * result.distortion / max(len(a), 1)
         return loss + self.model.field.regularization(o, self.generator)
 
