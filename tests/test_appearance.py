@@ -22,11 +22,7 @@ from voxnerf.train.trainer import Trainer
 CONFIG = {"levels": [{"until": 0.3, "resolution": 16, "image_scale": 1.0},
                      {"until": 1.0, "resolution": 32, "image_scale": 1.0}],
           "occupancy": {"warmup_steps": 30}, "optim": {"target_samples": 16384, "min_rays": 512, "max_rays": 2048},
-          "max_steps": 300, "threads": 2,
-          # the second view band, as the presets with color maps (llff, 360: 2 and 3): with the fourth (the blender
-          # default) a plain field fits each photo's exposure as the color seen from its direction, since each of
-          # the 24 cameras stands alone in its own
-          "field": {"sh_degree": 2}}
+          "max_steps": 300, "threads": 2}
 
 
 @pytest.fixture(scope="module")

@@ -71,7 +71,7 @@ def test_a_held_run_folder_refuses_a_second_writer_and_is_free_once_released(tmp
     assert notes == []  # a cleanly released lock is not a stale one
 
 
-@pytest.mark.parametrize("text, value", [("optim.tv_density=3e-5", 3e-5), ("optim.lr_grid=2E-2", 0.02),
+@pytest.mark.parametrize("text, value", [("optim.tv_density=1e-5", 1e-5), ("optim.lr_grid=2E-2", 0.02),
                                          ("optim.lr_grid=0.05", 0.05), ("optim.lr_grid=1", 1.0)])
 def test_numbers_in_exponent_notation_are_read_as_floats(text, value):
     """PyYAML (YAML 1.1) reads 1e-5 as a string for want of a dot; a float option takes it as the number."""

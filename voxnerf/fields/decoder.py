@@ -33,8 +33,7 @@ class GridFieldConfig:
     feature_dim: int = 12  # feature channels per vertex
     hidden: int = 64  # width of the color MLP's hidden layers
     layers: int = 2  # hidden layers of the color MLP
-    sh_degree: int = 4  # spherical-harmonics band of the view-direction encoding (0-4); the fourth keeps lego's
-    #                     highlights in views between training cameras (benchmarks/RESULTS.md, issues 37 and 39)
+    sh_degree: int = 2  # spherical-harmonics band of the view-direction encoding (0-4)
     alpha_init: float = 1e-3  # opacity of one first-level cell at start (low initial density trains well, DVGO)
     density_scale: float = 128.0  # sigma per grid length for one unit of activated density (~1/voxel at 256^3)
     feature_std: float = 0.1  # std of the random initial features

@@ -47,10 +47,9 @@ class OptimConfig:
     #                              backgrounds (benchmarks/RESULTS.md, issue 39 item 3)
     sparsity_weight: float = 0.0  # L1 penalty on sample opacity (pushes empty space to zero density; erodes thin parts)
     distortion_weight: float = 0.0  # Mip-NeRF 360 distortion loss per ray: weight in one stretch (floaters, haze)
-    tv_density: float = 1e-5  # total variation on the raw density of the grid's vertices a step reads (smooths floaters)
-    tv_features: float = 1e-5  # total variation on their features (both at 1e-5: lego_100 +0.21 dB; RESULTS.md)
-    tv_vertices: int = 4096  # vertices drawn per step for total variation, among the rows the samples read (16,384:
-    #                          the same lego_100 at 0.74x the rays/s; RESULTS.md)
+    tv_density: float = 0.0  # total variation on the raw density of the grid's vertices a step reads (smooths floaters)
+    tv_features: float = 0.0  # total variation on their features
+    tv_vertices: int = 16384  # vertices drawn per step for total variation, among the rows the samples read
     row_sparse: bool = False  # Adam updates the grid only at the rows a step read, with dense Adam's result
     #                          (voxnerf.train.sparse_adam): a step's cost follows its samples, not the table
 
