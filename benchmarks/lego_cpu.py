@@ -44,6 +44,25 @@ EARLIER_KEYS = {  # a checkout before benchmarks/variant.py names its results so
 }
 
 
+def plain_preset(out: Path) -> Path:
+    """What plain `voxnerf train` picks for lego_100 on this machine's CPU (configs/blender.yaml + configs/cpu.yaml,
+    and configs/cpu-fp32.yaml where bf16 is not native), composed into one preset file under `out` that every
+    variant and every checkout of --baseline reads: the benchmark scores what the plain command trains."""
+    import torch
+    import yaml
+
+    from voxnerf.data import load_scene
+    from voxnerf.run.config import compose_presets
+    from voxnerf.train.session import default_config
+
+    preset, overlays = default_config(load_scene(DATA), out, False, torch.device("cpu"))
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "preset.yaml"
+    path.write_text(f"# {' + '.join(p.name for p in (preset, *overlays))}\n"
+                    + yaml.safe_dump(compose_presets([preset, *overlays]), sort_keys=False))
+    return path
+
+
 def run_variant(config: str, budget: float, eval_at: list[float], overrides: list[str], threads: int, out: Path) -> dict:
     """Train one variant in this process and return its measurements (variant.train_and_measure)."""
     import torch
@@ -98,7 +117,7 @@ def table(results: dict[str, dict], eval_at: list[float]) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--config", default=str(REPO / "configs" / "cpu.yaml"))
+    p.add_argument("--config", help="a preset file (default: what plain `voxnerf train` picks for lego_100 here)")
     p.add_argument("--budget", type=float, default=300.0, help="training seconds per variant")
     p.add_argument("--eval-at", type=lambda s: [float(t) for t in s.split(",")], default=[60.0, 120.0, 300.0])
     p.add_argument("--threads", type=int, default=2)
@@ -112,6 +131,7 @@ def main() -> None:
     if not DATA.is_dir():
         sys.exit(f"benchmark data not found: {DATA} (the shared NeRF-Synthetic lego_100 folder)")
     args.eval_at = [t for t in args.eval_at if t <= args.budget]
+    args.config = args.config or str(plain_preset(Path(args.out)))
     if args.single:
         out = Path(args.out)
         result = run_variant(args.config, args.budget, args.eval_at, args.set, args.threads, out)

@@ -6,6 +6,7 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+import yaml
 from torch import nn
 
 from voxnerf.data.space import Box, Contract
@@ -58,8 +59,8 @@ def test_moving_a_model_leaves_no_tensor_behind():
 def test_the_preset_follows_the_device(general_scene, tmp_path, monkeypatch):
     """A plain `voxnerf train` sizes the run for where it trains: the layout's preset on CUDA (2^18 samples per step,
     a grid up to 256^3, fp16 autocast), with configs/cpu.yaml over it on a CPU with native bf16; for an object scene
-    there that is exactly the lego benchmark's configuration (issue 15: the plain command scores what the benchmark
-    scores)."""
+    there configs/blender.yaml + configs/cpu.yaml, which the lego benchmark composes into the one preset its runs read
+    (issue 15: the plain command scores what the benchmark scores)."""
     from voxnerf.system.device import amp_dtype_for
     from voxnerf.train import session
     from voxnerf.train.session import build_config, default_config
@@ -75,13 +76,15 @@ def test_the_preset_follows_the_device(general_scene, tmp_path, monkeypatch):
     assert cpu_path == gpu_path and [p.name for p in cpu_overlays] == ["cpu.yaml"]
     assert cpu.optim.target_samples <= 2**16 and cpu.levels[-1].resolution == 128 and cpu.max_time > 0
     assert "cpu.yaml" in said[1] and "cpu.yaml" not in said[0]
-    from voxnerf.run.config import config_to_dict
-    from voxnerf.train.session import preset_path
+    from voxnerf.run.config import compose_presets, config_to_dict
 
     object_scene = dataclasses.replace(general_scene, masks=None, background=np.ones(3))
     path, overlays = default_config(object_scene, tmp_path, False, torch.device("cpu"))
-    benchmark = build_config(preset_path("cpu"), [], None, 120.0, None)  # the lego benchmark's configuration
-    assert config_to_dict(build_config(path, [], None, 120.0, None, overlays)) == config_to_dict(benchmark)
+    assert [p.name for p in (path, *overlays)] == ["blender.yaml", "cpu.yaml"]
+    composed = tmp_path / "composed.yaml"  # what benchmarks/lego_cpu.py hands its runs
+    composed.write_text(yaml.safe_dump(compose_presets([path, *overlays])))
+    plain = build_config(path, [], None, 120.0, None, overlays)
+    assert config_to_dict(build_config(composed, [], None, 120.0, None)) == config_to_dict(plain)
     monkeypatch.setattr(session, "cpu_has_fast_bf16", lambda: False)  # fp32 steps: the overlay where it was kept
     unbounded_scene = dataclasses.replace(general_scene, masks=None)
     for scene, names in ((object_scene, ["cpu.yaml", "cpu-fp32.yaml"]), (general_scene, ["cpu.yaml"]),

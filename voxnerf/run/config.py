@@ -6,6 +6,7 @@ import dataclasses
 import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Sequence
 
 import yaml
 
@@ -182,6 +183,15 @@ def read_preset(path: Path) -> dict:
         raise VoxnerfError(f"{path}: malformed YAML ({str(e).splitlines()[0]})") from None
     if not isinstance(data, dict):
         raise VoxnerfError(f"{path}: expected a mapping of options, got {type(data).__name__}")
+    return data
+
+
+def compose_presets(paths: Sequence[Path]) -> dict:
+    """Preset files' options merged in order (later wins), as `load_config` lays overlays over a preset: one preset
+    that any revision of the code reads (benchmarks hand it to earlier checkouts)."""
+    data = {}
+    for path in paths:
+        data = _merge(data, read_preset(Path(path)))
     return data
 
 
