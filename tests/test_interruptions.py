@@ -210,6 +210,21 @@ def test_runs_are_continued_and_scored_only_on_their_own_scene(scenes, tmp_path)
         moved.rename(sphere)
 
 
+def test_a_run_continues_in_the_box_it_recorded(scenes, tmp_path):
+    """An earlier version may have framed the same photos in another box of interest (the masks' visual hull
+    changed): --resume continues the run in its own box rather than refusing it."""
+    out = tmp_path / "run"
+    assert run("train", scenes[0], "--out", out, *TINY, "--max-steps", "10").returncode == 0
+    ckpt = torch.load(out / CHECKPOINT, weights_only=False)
+    own = [[v * 0.9 for v in corner] for corner in ckpt["scene"]["bbox"]]
+    ckpt["scene"]["bbox"] = own
+    torch.save(ckpt, out / CHECKPOINT)
+    result = run("train", scenes[0], "--out", out, "--resume", *TINY, "--max-steps", "20")
+    assert result.returncode == 0, result.stderr
+    resumed = torch.load(out / CHECKPOINT, weights_only=False)
+    assert resumed["step"] == 20 and resumed["scene"]["bbox"] == own
+
+
 def test_a_dying_peer_leaves_rank_0s_latest_state_saved(scenes, tmp_path):
     """Rank 1 exits at its 25th step (tests/rank_hooks.py puts the fault there)."""
     out = tmp_path / "run"

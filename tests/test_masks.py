@@ -43,14 +43,16 @@ def test_masked_opaque_scene_gets_the_object_masked_preset(general_scene, make_s
     assert preset_for(rgba_scene)[0] == "blender"
 
 
-def sphere_masks(cameras, center: np.ndarray, radius: float) -> list[np.ndarray]:
-    """Each camera's (H, W) mask of the pixels whose ray passes within `radius` of `center` (pinhole)."""
+def sphere_masks(cameras, center: np.ndarray, radius: float, *more: tuple[np.ndarray, float]) -> list[np.ndarray]:
+    """Each camera's (H, W) mask of the pixels whose ray passes within `radius` of `center`, or within the radius of
+    any further (center, radius) in `more` (pinhole)."""
     masks = []
     for c2w, (fx, fy, cx, cy), (w, h) in zip(cameras.c2w, cameras.intrinsics, cameras.sizes):
         v, u = np.mgrid[0:h, 0:w] + 0.5
         dirs = np.stack([(u - cx) / fx, (v - cy) / fy, np.ones_like(u)], -1) @ c2w[:, :3].T
         dirs /= np.linalg.norm(dirs, axis=-1, keepdims=True)
-        masks.append(np.linalg.norm(np.cross(center - c2w[:, 3], dirs), axis=-1) < radius)
+        masks.append(np.any([np.linalg.norm(np.cross(c - c2w[:, 3], dirs), axis=-1) < r
+                             for c, r in [(center, radius), *more]], 0))
     return masks
 
 
@@ -63,6 +65,31 @@ def test_the_box_of_a_masked_capture_is_the_visual_hull_of_its_masks(make_scene)
     box = bounds_from_masks(scene.cameras, sphere_masks(scene.cameras, center, radius), loose)
     step = 5.0 / 47
     np.testing.assert_allclose(box, np.stack([center - radius, center + radius]), atol=2 * step)
+
+
+def test_the_box_holds_a_thin_part_and_a_part_few_photos_frame(make_scene):
+    """A body with a thin arm holding a "torch" above it, far thinner than a lattice step over the loose box, and a
+    "pedestal" below that the zoomed-in photos (two thirds of them) leave out of frame: the box holds both
+    (statueOfLiberty_2's raised arm and pedestal were outside it when one lattice over the frustums' depth range
+    decided, and points had to be seen by half the cameras)."""
+    from voxnerf.data.common import bounds_from_masks
+
+    scene = make_scene(n=36, size=(96, 80), intrinsics=(110.0, 110.0, 48.0, 40.0), distortion=(0.0,) * 4)
+    zoomed = np.arange(36) % 3 != 0
+    intrinsics = scene.cameras.intrinsics.copy()
+    intrinsics[zoomed, :2] *= 3.0
+    cameras = dataclasses.replace(scene.cameras, intrinsics=intrinsics)
+    center = np.asarray(scene.bbox).mean(0)
+    torch_, pedestal = center + [0.0, 0.0, 0.75], center - [0.0, 0.0, 1.6]
+    arm = [(center + [0.0, 0.0, z], 0.05) for z in np.arange(0.4, 0.75, 0.04)]
+    masks = sphere_masks(cameras, center, 0.4, *arm, (torch_, 0.06), (pedestal, 0.3))
+    framed = [m.any() for m in sphere_masks(cameras, pedestal, 0.3)]
+    assert np.mean(framed) < 0.5  # the pedestal is in fewer than half the photos
+    loose = np.stack([center - 6.0, center + 6.0])  # lattice steps of 0.26: wider than the torch
+    box = bounds_from_masks(cameras, masks, loose)
+    assert box[1, 2] >= torch_[2] + 0.06 - 0.05  # the torch's top
+    assert box[0, 2] <= pedestal[2] - 0.3 + 0.05  # the pedestal's bottom
+    np.testing.assert_allclose(box[:, :2], np.stack([center[:2] - 0.4, center[:2] + 0.4]), atol=0.1)
 
 
 def sphere_capture(make_scene, shifted: int | None = None):

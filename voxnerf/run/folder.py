@@ -147,13 +147,16 @@ def scene_fingerprint(scene) -> str:
 def scene_mismatch(recorded: dict, scene) -> str | None:
     """Why `scene` (a loaded Scene, images included) is not the scene a checkpoint's `recorded` scene dict
     (`SceneRecord.to_dict`, with the fingerprint `Trainer.checkpoint` adds) describes, or None when it is. A scene
-    folder moved elsewhere still matches; checkpoints without a fingerprint are compared by format and bounds."""
+    folder moved elsewhere still matches, and so does a box of interest that this version frames otherwise (the masks'
+    visual hull: the run keeps its own); checkpoints without a fingerprint are compared by format and bounds."""
     if scene.format != recorded["format"]:
         return f"it is a {scene.format} scene, the run was trained on a {recorded['format']} scene"
     if "fingerprint" in recorded and recorded["fingerprint"] != scene_fingerprint(scene):
         return "its cameras or images differ from those the run was trained on"
     bbox = np.asarray(recorded["bbox"], np.float64)
-    if not np.allclose(np.asarray(scene.bbox), bbox, rtol=1e-4, atol=1e-6 * (float(np.abs(bbox).max()) + 1e-9)):
+    close = np.allclose(np.asarray(scene.bbox), bbox, rtol=1e-4, atol=1e-6 * (float(np.abs(bbox).max()) + 1e-9))
+    if "fingerprint" not in recorded and not close:  # with the same cameras and photos the run keeps the box it
+        #                                              recorded, which an earlier version may have framed otherwise
         return "its box of interest differs from the one the run recorded"
     if not np.isclose(scene.near, recorded["near"], rtol=1e-4) or not np.isclose(scene.far, recorded["far"],
                                                                                   rtol=1e-4):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -113,6 +113,9 @@ class Trainer:
 
     def _restore(self, ckpt: dict) -> None:
         self.model = Model.from_checkpoint(ckpt).to(self.device)
+        # the run keeps the box of interest it recorded (an earlier version may have framed another, e.g. a masks'
+        # visual hull: voxnerf.run.folder.scene_mismatch), as its space is the checkpoint's
+        self.scene = replace(self.scene, bbox=np.asarray(ckpt["scene"]["bbox"], np.float64))
         self.optimizer = self._make_optimizer()
         self.optimizer.load_state_dict(ckpt["optimizer"])
         self.step, self.elapsed, self.n_rays = ckpt["step"], ckpt["elapsed"], ckpt["n_rays"]
