@@ -16,18 +16,18 @@ from scipy import ndimage
 
 from voxnerf.data.cameras import Cameras
 from voxnerf.data.images import resize_area
-from voxnerf.data.rays import project
+from voxnerf.data.rays import pixels_seen
 from voxnerf.errors import SceneError
 from voxnerf.system.progress import track
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".JPG", ".JPEG", ".PNG")
 ROTATION_ROUNDING = 1e-5  # max |R^T R - I| of a rotation as files round it: taken as it is
 DRAFT_MARGIN = 2  # a JPEG read smaller is decoded at least this many times the wanted size, then area-resized
+ROTATION_REPAIRABLE = 0.05  # up to this, a rotation is replaced by the nearest one (with a warning); beyond, refused
 HULL_SEEN_SHARE = 0.1  # a point of the masks' visual hull is seen by at least this share of the cameras ...
 HULL_AGREEMENT = 0.9  # ... and inside the masks of at least this share of those (`hull_box`)
 HULL_LEAST_PIECE = 0.01  # ... in a piece of at least this share of the largest one's lattice points
 HULL_GROWTH = 0.25  # the second lattice of `bounds_from_masks` spans the first pass's box grown by this much a side
-ROTATION_REPAIRABLE = 0.05  # up to this, a rotation is replaced by the nearest one (with a warning); beyond, refused
 log = logging.getLogger("voxnerf")
 
 
@@ -321,36 +321,35 @@ def bounds_from_masks(cameras: Cameras, masks: list[np.ndarray], bbox: np.ndarra
     """(2, 3) box of the masks' visual hull inside `bbox` (`hull_box`), in two passes: an n^3 lattice over `bbox`,
     then one over the box it found grown by HULL_GROWTH of its size a side. A lattice over every frustum's depth
     range is coarse (statueOfLiberty_2: 0.56 units a step for a 2.4-unit statue), and a part thinner than its step
-    (a raised arm) has no lattice point inside it; the second lattice is some ten times finer. `bbox` itself when no
-    point is left."""
-    found = hull_box(cameras, masks, bbox, n)
+    (a raised arm) has no lattice point inside it; the second lattice is finer by the ratio of the two boxes (about
+    ten for the statue). A thin part reaching out past the first box by more than the growth is still lost. `bbox`
+    itself when no point is left."""
+    found = hull_box(cameras, masks, bbox, n, "masks' visual hull (coarse)")
     if found is None:
         return bbox
     grown = np.stack([found[0] - HULL_GROWTH * (found[1] - found[0]), found[1] + HULL_GROWTH * (found[1] - found[0])])
     grown = np.stack([np.maximum(grown[0], bbox[0]), np.minimum(grown[1], bbox[1])])
-    refined = hull_box(cameras, masks, grown, n)
+    refined = hull_box(cameras, masks, grown, n, "masks' visual hull (fine)")
     return found if refined is None else refined
 
 
-def hull_box(cameras: Cameras, masks: list[np.ndarray], bbox: np.ndarray, n: int) -> np.ndarray | None:
+def hull_box(cameras: Cameras, masks: list[np.ndarray], bbox: np.ndarray, n: int, desc: str) -> np.ndarray | None:
     """(2, 3) box of the points of an n^3 lattice over `bbox` in the masks' visual hull, padded by one lattice step;
     None when no point is in it.
 
     A point is in the hull when at least HULL_SEEN_SHARE of the cameras see it and at least HULL_AGREEMENT of those
     see it inside their mask. Points only a few cameras see are what a few masks cannot carve away; a part of the
     object that only some photos frame (a statue's pedestal, cropped from most internet photos) is still seen by a
-    tenth of them. A point one camera's mask leaves out stays when most others keep it (a mask or pose a few pixels
-    off would otherwise cut thin parts). Of the hull's pieces (26-connected on the lattice) those with fewer than
-    HULL_LEAST_PIECE of the largest one's points are left out: a lone lattice point that a few masks happen to agree
-    on would otherwise stretch the box (moldGoldCape_8: one point, 1 unit below a 2-unit object)."""
+    tenth of them. A point one camera's mask leaves out stays when ten or more cameras see it and the others keep it
+    (a mask or pose a few pixels off would otherwise cut thin parts). Of the hull's pieces (26-connected on the
+    lattice) those with fewer than HULL_LEAST_PIECE of the largest one's points are left out: a lone lattice point
+    that a few masks happen to agree on would otherwise stretch the box (moldGoldCape_8: one point, 1 unit below a
+    2-unit object). `desc` names the progress bar."""
     axes = [np.linspace(lo, hi, n) for lo, hi in zip(bbox[0], bbox[1])]
     points = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 3)
     inside_masks, seen = np.zeros(len(points), np.int64), np.zeros(len(points), np.int64)
-    for i, mask in enumerate(track(masks, "masks' visual hull", "mask")):
-        uv, _, in_front = project(cameras, i, points)
-        px = np.floor(uv).astype(np.int64)
-        h, w = mask.shape
-        inside = in_front & (px[:, 0] >= 0) & (px[:, 1] >= 0) & (px[:, 0] < w) & (px[:, 1] < h)
+    for i, mask in enumerate(track(masks, desc, "mask")):
+        px, inside = pixels_seen(cameras, i, points, mask.shape)
         inside_masks[inside] += mask[px[inside, 1], px[inside, 0]] > 0
         seen += inside
     hull = (seen >= max(HULL_SEEN_SHARE * len(masks), 1)) & (inside_masks >= HULL_AGREEMENT * seen)

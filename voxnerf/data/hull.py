@@ -19,7 +19,7 @@ from typing import Iterable
 import numpy as np
 from scipy import ndimage
 
-from voxnerf.data.rays import image_rays, project
+from voxnerf.data.rays import image_rays, pixels_seen
 from voxnerf.data.scene import Scene
 from voxnerf.data.space import box_span
 from voxnerf.errors import VoxnerfError
@@ -51,10 +51,7 @@ def ray_gaps(scene: Scene, outside: dict[int, np.ndarray], origins: np.ndarray, 
     points = (origins[:, None] + t[..., None] * dirs[:, None]).reshape(-1, 3)
     outside_by_view = np.zeros((len(outside) if ignore else 1, len(points)))  # a running max needs one row
     for k, (j, dist) in enumerate(outside.items()):
-        uv, _, front = project(scene.cameras, j, points)
-        h, w = dist.shape
-        px = np.floor(uv).astype(np.int64)
-        seen = front & (px[:, 0] >= 0) & (px[:, 1] >= 0) & (px[:, 0] < w) & (px[:, 1] < h)
+        px, seen = pixels_seen(scene.cameras, j, points, dist.shape)
         row = outside_by_view[k if ignore else 0]
         row[seen] = np.maximum(row[seen], dist[px[seen, 1], px[seen, 0]])
     worst = -np.partition(-outside_by_view, ignore, axis=0)[ignore] if ignore else outside_by_view[0]

@@ -101,3 +101,13 @@ def project(cameras: Cameras, i: int, points: np.ndarray) -> tuple[np.ndarray, n
         xy = distort(torch.as_tensor(xy), coeffs).numpy()
     fx, fy, cx, cy = cameras.intrinsics[i]
     return xy * (fx, fy) + (cx, cy), np.linalg.norm(points - c2w[:, 3], axis=1), in_front
+
+
+def pixels_seen(cameras: Cameras, i: int, points: np.ndarray, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """The pixel of camera i's (H, W) `shape` image each world point (N, 3) falls in (`project`): (N, 2) int64
+    column and row, and (N,) bool whether the point is in front of the camera and inside the image (the pixel is
+    meaningless elsewhere)."""
+    uv, _, in_front = project(cameras, i, points)
+    px = np.floor(uv).astype(np.int64)
+    h, w = shape
+    return px, in_front & (px[:, 0] >= 0) & (px[:, 1] >= 0) & (px[:, 0] < w) & (px[:, 1] < h)
