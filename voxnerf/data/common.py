@@ -327,8 +327,8 @@ def bounds_from_masks(cameras: Cameras, masks: list[np.ndarray], bbox: np.ndarra
     found = hull_box(cameras, masks, bbox, n, "masks' visual hull (coarse)")
     if found is None:
         return bbox
-    grown = np.stack([found[0] - HULL_GROWTH * (found[1] - found[0]), found[1] + HULL_GROWTH * (found[1] - found[0])])
-    grown = np.stack([np.maximum(grown[0], bbox[0]), np.minimum(grown[1], bbox[1])])
+    margin = HULL_GROWTH * (found[1] - found[0])
+    grown = np.stack([np.maximum(found[0] - margin, bbox[0]), np.minimum(found[1] + margin, bbox[1])])
     refined = hull_box(cameras, masks, grown, n, "masks' visual hull (fine)")
     return found if refined is None else refined
 

@@ -153,10 +153,10 @@ def scene_mismatch(recorded: dict, scene) -> str | None:
         return f"it is a {scene.format} scene, the run was trained on a {recorded['format']} scene"
     if "fingerprint" in recorded and recorded["fingerprint"] != scene_fingerprint(scene):
         return "its cameras or images differ from those the run was trained on"
-    bbox = np.asarray(recorded["bbox"], np.float64)
-    close = np.allclose(np.asarray(scene.bbox), bbox, rtol=1e-4, atol=1e-6 * (float(np.abs(bbox).max()) + 1e-9))
-    if "fingerprint" not in recorded and not close:  # with the same cameras and photos the run keeps the box it
-        #                                              recorded, which an earlier version may have framed otherwise
+    bbox = np.asarray(recorded["bbox"], np.float64)  # compared only without a fingerprint: with the same cameras
+    #                                                   and photos the run keeps the box it recorded
+    if "fingerprint" not in recorded and not np.allclose(np.asarray(scene.bbox), bbox, rtol=1e-4,
+                                                         atol=1e-6 * (float(np.abs(bbox).max()) + 1e-9)):
         return "its box of interest differs from the one the run recorded"
     if not np.isclose(scene.near, recorded["near"], rtol=1e-4) or not np.isclose(scene.far, recorded["far"],
                                                                                   rtol=1e-4):
