@@ -200,6 +200,12 @@ def link_problem(page: Path, target: str) -> str | None:
     return None
 
 
+def link_problems(pages: list[Path]) -> list[str]:
+    """What is wrong with each relative link of `pages`, named by page."""
+    return [f"{page.relative_to(ROOT)}: {why}" for page in pages for target in LINK.findall(prose(page))
+            for why in [link_problem(page, target)] if why]
+
+
 def all_blocks() -> list[Block]:
     return [block for page in PAGES for block in code_blocks(page)]
 
@@ -234,8 +240,12 @@ def test_every_voxnerf_command_line_names_real_commands_and_options():
 
 
 def test_every_relative_link_points_to_a_file_and_heading_that_exist():
-    problems = [f"{page.relative_to(ROOT)}: {why}" for page in PAGES for target in LINK.findall(prose(page))
-                for why in [link_problem(page, target)] if why]
+    problems = link_problems(PAGES)
+    assert not problems, "\n".join(problems)
+
+
+def test_every_relative_link_of_the_benchmark_report_and_its_log_points_to_a_file_and_heading_that_exist():
+    problems = link_problems([ROOT / "benchmarks" / "RESULTS.md", *sorted((ROOT / "benchmarks" / "log").glob("*.md"))])
     assert not problems, "\n".join(problems)
 
 
