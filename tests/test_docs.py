@@ -39,6 +39,7 @@ KINDS = {("sh",), ("python",), ("sh", "example"), ("python", "example"), ("yaml"
 FENCE = "```"
 INLINE = re.compile(r"`(voxnerf [^`]+)`")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
+ISSUE_NUMBER = re.compile(r"\b[Ii]ssues? #?\d+")
 
 
 @dataclass
@@ -247,6 +248,14 @@ def test_every_relative_link_points_to_a_file_and_heading_that_exist():
 def test_every_relative_link_of_the_benchmark_report_and_its_log_points_to_a_file_and_heading_that_exist():
     problems = link_problems([ROOT / "benchmarks" / "RESULTS.md", *sorted((ROOT / "benchmarks" / "log").glob("*.md"))])
     assert not problems, "\n".join(problems)
+
+
+def test_the_generated_reference_and_the_presets_cite_no_issue_number():
+    """The project's history (issue numbers) lives in benchmarks/; a user's pages and presets say what a value does."""
+    files = [ROOT / "docs" / "config.md", ROOT / "docs" / "commands.md", *sorted((ROOT / "configs").glob("*.yaml"))]
+    found = [f"{path.relative_to(ROOT)}:{row}: {line.strip()}" for path in files
+             for row, line in enumerate(path.read_text().splitlines(), start=1) if ISSUE_NUMBER.search(line)]
+    assert not found, "\n".join(found)
 
 
 def test_every_make_target_in_the_docs_is_in_the_makefile():
