@@ -39,6 +39,7 @@ KINDS = {("sh",), ("python",), ("sh", "example"), ("python", "example"), ("yaml"
 FENCE = "```"
 INLINE = re.compile(r"`(voxnerf [^`]+)`")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
+ISSUE_NUMBER = re.compile(r"\b[Ii]ssues? #?\d+")
 
 
 @dataclass
@@ -200,6 +201,12 @@ def link_problem(page: Path, target: str) -> str | None:
     return None
 
 
+def link_problems(pages: list[Path]) -> list[str]:
+    """What is wrong with each relative link of `pages`, named by page."""
+    return [f"{page.relative_to(ROOT)}: {why}" for page in pages for target in LINK.findall(prose(page))
+            for why in [link_problem(page, target)] if why]
+
+
 def all_blocks() -> list[Block]:
     return [block for page in PAGES for block in code_blocks(page)]
 
@@ -234,9 +241,21 @@ def test_every_voxnerf_command_line_names_real_commands_and_options():
 
 
 def test_every_relative_link_points_to_a_file_and_heading_that_exist():
-    problems = [f"{page.relative_to(ROOT)}: {why}" for page in PAGES for target in LINK.findall(prose(page))
-                for why in [link_problem(page, target)] if why]
+    problems = link_problems(PAGES)
     assert not problems, "\n".join(problems)
+
+
+def test_every_relative_link_of_the_benchmark_report_and_its_log_points_to_a_file_and_heading_that_exist():
+    problems = link_problems([ROOT / "benchmarks" / "RESULTS.md", *sorted((ROOT / "benchmarks" / "log").glob("*.md"))])
+    assert not problems, "\n".join(problems)
+
+
+def test_the_generated_reference_and_the_presets_cite_no_issue_number():
+    """The project's history (issue numbers) lives in benchmarks/; a user's pages and presets say what a value does."""
+    files = [ROOT / "docs" / "config.md", ROOT / "docs" / "commands.md", *sorted((ROOT / "configs").glob("*.yaml"))]
+    found = [f"{path.relative_to(ROOT)}:{row}: {line.strip()}" for path in files
+             for row, line in enumerate(path.read_text().splitlines(), start=1) if ISSUE_NUMBER.search(line)]
+    assert not found, "\n".join(found)
 
 
 def test_every_make_target_in_the_docs_is_in_the_makefile():
