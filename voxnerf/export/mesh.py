@@ -18,9 +18,9 @@ averaging (each vertex moved to the mean of its neighbours, open3d `filter_smoot
 left of the density's cell-scale noise: at S = 2R a step moves a vertex by less than its edges' length (half a
 cell), so thin parts keep their width. On lego_100 and ethiopianHead_8 this halved the roughness (mean angle
 between adjacent faces) and kept the silhouette IoU and the color PSNR against S = R with five Taubin iterations,
-the earlier default, at 3.6-3.7x the faces (benchmarks/RESULTS.md, issue 40). Taubin iterations and a
+the earlier default, at 3.6-3.7x the faces (benchmarks/log/2026-11-25-mesh-export.md). Taubin iterations and a
 Gaussian blur of log sigma before marching were measured and not kept: Taubin hardly lowers the roughness (and
-raises it on a clean sphere), the blur thins lego's thin parts (issue 25). Quadric decimation
+raises it on a clean sphere), the blur thins lego's thin parts (same log). Quadric decimation
 (`--target-faces`) raises the roughness again: it folds the remaining noise into fewer, larger faces. A grid of
 256^3 cells (a GPU run) is meshed on its own vertices: on lego at 200 px its mesh there has 18 degrees of roughness
 and IoU 0.990, where twice the samples gave 11 degrees at 4x the faces (2.4 M), 3x the time and 4.3 GB.

@@ -4,8 +4,8 @@ else one per core that other processes leave free, looked at again every few sec
 Why: a training step or a rendered ray chunk runs thousands of small OpenMP parallel regions, and each waits for
 its slowest thread. When another process holds one of two cores (a job from another terminal: Linux shares the CPU
 between sessions first, so its `nice` value does not protect us), every region waits for a thread that is off the
-CPU for a scheduler slice: training ran at 5% of its idle speed (issue 16), `voxnerf eval` at 34% (issue 26); with
-one thread per free core neither waits.
+CPU for a scheduler slice: training ran at 5% of its idle speed, `voxnerf eval` at 34%
+(benchmarks/log/2026-11-23-contention.md); with one thread per free core neither waits.
 
 The process has one policy (`thread_policy`, set by each command on entry and by the `Trainer`); the long loops
 (training steps, rendered ray chunks and views) call `recheck_threads`, which looks at /proc/stat FIRST_LOOK_S after
