@@ -140,15 +140,15 @@ def checked_override(override: dict, option: str) -> dict:
 
 
 def build_config(path: Path, sets: list[str], max_steps: int | None, max_time: float | None,
-                 threads: int | None, overlays: list[Path] = ()) -> TrainConfig:
-    """Preset, then its overlays (presets too), then --set overrides, then the explicit flags (later wins); a bad
-    value is blamed on its option."""
+                 threads: int | None, overlays: list[Path] = (), saved: bool = False) -> TrainConfig:
+    """Preset (`saved`: a run's own config.yaml, see `load_config`), then its overlays (presets too), then --set
+    overrides, then the explicit flags (later wins); a bad value is blamed on its option."""
     overrides = [read_preset(p) for p in overlays]
     overrides += [checked_override(parse_override(s), f"--set {s}") for s in sets]
     flags = {"max_steps": (max_steps, "--max-steps"), "max_time": (max_time, "--max-time"),
              "threads": (threads, "--threads")}
     overrides += [checked_override({k: v}, f"{flag} {v}") for k, (v, flag) in flags.items() if v is not None]
-    cfg = load_config(path, overrides)
+    cfg = load_config(path, overrides, saved)
     if not cfg.max_steps and not cfg.max_time:
         raise VoxnerfError("max_steps and max_time are both 0: training would never stop (set one of them)")
     return cfg
@@ -193,7 +193,7 @@ def prepare(scene_dir: Path, config: Path | None, out: Path, resume: bool, sets:
     if not len(scene.split_indices("test")):
         raise VoxnerfError(f"{scene.root}: no test or val views (training ends by scoring them)")
     path, overlays = (preset_path(config), []) if config else default_config(scene, out, resume, device, say)
-    cfg = build_config(path, list(sets), max_steps, max_time, threads, overlays)
+    cfg = build_config(path, list(sets), max_steps, max_time, threads, overlays, saved=path == out / "config.yaml")
     if downscale is None:
         chosen = recorded_downscale(out) if resume else training_downscale(scene.cameras.sizes, cfg)
         if chosen > 1:
