@@ -120,7 +120,8 @@ def forward_sweep(capture: Path) -> np.ndarray:
 def run_one(scene_dir: Path, out: Path, budget: float, threads: int, sets: list[str]) -> dict:
     """Train with the auto-picked preset (and `sets`) in this process, as `voxnerf train` does, and measure."""
     from voxnerf.data import load_scene
-    from voxnerf.train.session import preset_for, train_run
+    from voxnerf.train.presets import preset_for
+    from voxnerf.train.session import train_run
 
     preset, overlays, _ = preset_for(load_scene(scene_dir, with_images=False))
     start = time.perf_counter()
