@@ -53,7 +53,8 @@ def run_one(scene_name: str, fmt: str, budget: float, eval_at: list[float], thre
 
     import voxnerf.scenes as toy_scenes
     from voxnerf.data import load_scene
-    from voxnerf.train.session import preset_for, train_run
+    from voxnerf.train.presets import preset_for
+    from voxnerf.train.session import train_run
 
     torch.set_num_threads(threads)
     scene_dir = root / f"{scene_name}_{fmt}"

@@ -18,7 +18,6 @@ Arms side by side, each row's arms one after the other (so the machine's drift h
               that restore an earlier preset); it is then the reference that today is judged against
   try         --try 'KEY=VALUE[; KEY=VALUE ...]' (repeatable, an arm each): today's tree with those overrides,
               judged against today (a screening of a change)
-  appearance  --appearance: today with per-image appearance codes (field.appearance_dim=APPEARANCE_DIM)
 
 The rule (README, "Benchmarks"): a preset or default change is kept only if it raises the mean of its layout's rows
 and lowers no row by more than 0.2 dB. Rows whose difference is under --close dB (0.3) run a second time in each
@@ -56,7 +55,6 @@ DATA = REPO.parent / "shared" / "data"
 LAYOUTS = ("object", "unbounded", "forward", "synthetic")
 SYNTHETIC = DATA / "nerf_synthetic" / "lego_100"
 FORWARD_DEGREES = 20.0
-APPEARANCE_DIM = 8
 KEEP_WORST_ROW = -0.2  # dB: the rule's floor for any row of the layout
 BARS = {"rays_per_s": 10e3, "samples_per_ray": 48.0, "peak_rss_gb": 2.0}  # issue 37's floors and ceilings
 
@@ -122,7 +120,8 @@ def forward_sweep(capture: Path) -> np.ndarray:
 def run_one(scene_dir: Path, out: Path, budget: float, threads: int, sets: list[str]) -> dict:
     """Train with the auto-picked preset (and `sets`) in this process, as `voxnerf train` does, and measure."""
     from voxnerf.data import load_scene
-    from voxnerf.train.session import preset_for, train_run
+    from voxnerf.train.presets import preset_for
+    from voxnerf.train.session import train_run
 
     preset, overlays, _ = preset_for(load_scene(scene_dir, with_images=False))
     start = time.perf_counter()
@@ -264,8 +263,6 @@ def make_arms(args: argparse.Namespace) -> list[Arm]:
     arms.append(Arm("today", []))
     for sets in args.try_sets:
         arms.append(Arm(sets, [s.strip() for s in sets.split(";") if s.strip()]))
-    if args.appearance:
-        arms.append(Arm("appearance", [f"field.appearance_dim={APPEARANCE_DIM}"]))
     return arms
 
 
@@ -282,7 +279,6 @@ def main() -> None:
     parser.add_argument("--before-set", action="append", default=[], help="an override restoring an earlier preset")
     parser.add_argument("--try", dest="try_sets", action="append", default=[],
                         help="overrides to screen, ';' between them (an arm each)")
-    parser.add_argument("--appearance", action="store_true", help="also train with per-image appearance codes")
     parser.add_argument("--repeats", type=int, default=1, help="runs of each row in each arm (medians count)")
     parser.add_argument("--close", type=float, default=0.3, help="a second run where the arms differ by less (dB)")
     parser.add_argument("--one", type=Path, help=argparse.SUPPRESS)

@@ -56,7 +56,7 @@ def train_variant(data: Path, preset: str, overrides: list[str], budget: float, 
     """Train one variant in this process and return its measurements, with the CUDA memory it peaked at."""
     import torch
 
-    from voxnerf.train.session import preset_path
+    from voxnerf.train.presets import preset_path
 
     m = train_and_measure(data, preset_path(preset), overrides, budget, device, out, (budget / 2,), VIEW_STRIDE, 10)
     cuda = torch.device(device).type == "cuda"

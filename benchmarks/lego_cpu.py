@@ -53,7 +53,7 @@ def plain_preset(out: Path) -> Path:
 
     from voxnerf.data import load_scene
     from voxnerf.run.config import compose_presets
-    from voxnerf.train.session import default_config
+    from voxnerf.train.presets import default_config
 
     preset, overlays = default_config(load_scene(DATA), out, False, torch.device("cpu"))
     out.mkdir(parents=True, exist_ok=True)

@@ -36,6 +36,7 @@ import imageio.v3 as iio
 import numpy as np
 import open3d as o3d
 import torch
+from weight_spread import weight_spread
 
 from voxnerf.data.rays import image_rays
 from voxnerf.data.scene import Scene
@@ -46,7 +47,6 @@ from voxnerf.export.atlas import faces_for_texture
 from voxnerf.export.iso import DEFAULT_ISO, auto_iso
 from voxnerf.export.mesh import default_samples
 from voxnerf.export.texture import TEXTURE_SIZE, mesh_colors
-from voxnerf.render.renderer import weight_spread
 from voxnerf.run.load import Run, load_run
 from voxnerf.view.occupancy import screenshot, viewpoint
 

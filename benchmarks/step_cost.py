@@ -1,15 +1,14 @@
 """What a training step costs against the rows of the grid (issue 39 item 1): lego_100 trained briefly at 64^3, then
 refined to 128^3 and 256^3 (the strategy's own refinement: pruned to the occupied cells, then subdivided), and
-timed at the same samples per step (the trainer's `optim.target_samples` holds them) at each size; once with dense
-Adam (the default) and once with `optim.row_sparse` (voxnerf.train.sparse_adam), one after the other.
+timed at the same samples per step (the trainer's `optim.target_samples` holds them) at each size. (Until
+2026-12 it also timed a row-sparse Adam, `optim.row_sparse`; no preset chose it and it was deleted in issue 84.)
 
     python benchmarks/step_cost.py            # about 6 minutes on 2 cores
 
 Per size: rows of the grid, samples per step, median step time, and the parts that scale with the table rather
 than with the samples: the optimizer step, `zero_grad`, and the occupancy update (every `occupancy.update_every`
-steps, shown per step; with row-sparse Adam it includes catching every row up). The last line of each optimizer
-says what a doubling of the rows costs a step: (t_256 / t_128) ** (1 / log2(rows_256 / rows_128)); issue 39 asks
-for at most 1.3.
+steps, shown per step). The last line says what a doubling of the rows costs a step:
+(t_256 / t_128) ** (1 / log2(rows_256 / rows_128)); issue 39 asks for at most 1.3.
 """
 
 from __future__ import annotations
@@ -45,8 +44,8 @@ class Timed:
             self.times.append(time.perf_counter() - start)
 
 
-def lego_at_each_size(optim: dict, warm_steps: int, out: Path):
-    """lego_100 trained `warm_steps` steps at 64^3 with `optim` (over the CPU preset's step), writing to `out`, then
+def lego_at_each_size(warm_steps: int, out: Path):
+    """lego_100 trained `warm_steps` steps at 64^3 with the CPU preset's step, writing to `out`, then
     refined by the strategy to 128^3 and to 256^3: yields (resolution, trainer) at each size."""
     import torch
 
@@ -54,7 +53,7 @@ def lego_at_each_size(optim: dict, warm_steps: int, out: Path):
     from voxnerf.run.config import load_config
     from voxnerf.train.trainer import Trainer
 
-    config = {**CONFIG, "optim": {**CPU_BATCH, **optim}}
+    config = {**CONFIG, "optim": CPU_BATCH}
     trainer = Trainer(load_scene(DATA), load_config(None, [config]), out, torch.device("cpu"), quiet=True)
     for _ in range(warm_steps):
         trainer.train_step()
@@ -87,7 +86,7 @@ def measure(trainer, steps: int) -> dict:
     every = trainer.strategy.occupancy.update_every  # a step after warm-up that updates occupancy
     update = Timed(lambda: trainer.strategy.step_post_backward(every * 100 - 1, 0.0, trainer.model, trainer.optimizer))
     for _ in range(3):
-        trainer.train_step()  # rows to catch up, as before a real update
+        trainer.train_step()
         trainer.step += 1
         update()
     return {"rows": trainer.model.estimator.bricks.num_rows, "samples": statistics.median(samples),
@@ -106,25 +105,22 @@ def main() -> None:
     from voxnerf.system.device import cpu_has_fast_bf16
 
     results = {}
-    for optimizer in ("dense", "row_sparse"):
-        with tempfile.TemporaryDirectory() as tmp:
-            for resolution, trainer in lego_at_each_size({"row_sparse": optimizer == "row_sparse"}, args.warm_steps,
-                                                         Path(tmp)):
-                results[optimizer, resolution] = measure(trainer, args.steps)
+    with tempfile.TemporaryDirectory() as tmp:
+        for resolution, trainer in lego_at_each_size(args.warm_steps, Path(tmp)):
+            results[resolution] = measure(trainer, args.steps)
     bf16 = "native bf16" if cpu_has_fast_bf16() else "no native bf16 (fp32)"
     print(f"{cpu_name()}, {bf16}, 2 threads; lego_100, medians of {args.steps} steps")
-    print("| optimizer | grid | rows | samples/step | step | optimizer step | zero_grad | occupancy update (per step) |")
-    print("|---|---|---|---|---|---|---|---|")
-    for (optimizer, resolution), r in results.items():
-        print(f"| {optimizer} | {resolution}^3 | {r['rows'] / 1e6:.2f} M | {r['samples'] / 1e3:.0f}k | "
+    print("| grid | rows | samples/step | step | optimizer step | zero_grad | occupancy update (per step) |")
+    print("|---|---|---|---|---|---|---|")
+    for resolution, r in results.items():
+        print(f"| {resolution}^3 | {r['rows'] / 1e6:.2f} M | {r['samples'] / 1e3:.0f}k | "
               f"{r['step_ms']:.1f} ms | {r['adam_ms']:.1f} ms | {r['zero_grad_ms']:.1f} ms | "
               f"{r['occupancy_ms']:.1f} ms |")
-    for optimizer in ("dense", "row_sparse"):
-        small, large = results[optimizer, 128], results[optimizer, 256]
-        doublings = math.log2(large["rows"] / small["rows"])
-        ratio = (large["step_ms"] + large["occupancy_ms"]) / (small["step_ms"] + small["occupancy_ms"])
-        print(f"{optimizer}: rows x{large['rows'] / small['rows']:.2f}, step (with its share of occupancy updates) "
-              f"x{ratio:.2f}: x{ratio ** (1 / doublings):.2f} a step per doubling of the rows (issue 39: <= 1.3)")
+    small, large = results[128], results[256]
+    doublings = math.log2(large["rows"] / small["rows"])
+    ratio = (large["step_ms"] + large["occupancy_ms"]) / (small["step_ms"] + small["occupancy_ms"])
+    print(f"rows x{large['rows'] / small['rows']:.2f}, step (with its share of occupancy updates) "
+          f"x{ratio:.2f}: x{ratio ** (1 / doublings):.2f} a step per doubling of the rows (issue 39: <= 1.3)")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ from voxnerf.export.output import summary
 from voxnerf.run.load import load_run
 from voxnerf.system.device import resolve_device
 from voxnerf.train.interrupt import exit_status
-from voxnerf.train.session import build_config, preset_path, train_run
+from voxnerf.train.presets import build_config, preset_path
+from voxnerf.train.session import train_run
 from voxnerf.view.renders import render_run
 
 STAGES = 4

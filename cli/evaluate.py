@@ -12,7 +12,7 @@ from voxnerf.run.checkpoint import load_checkpoint
 from voxnerf.run.folder import RunLock, scene_mismatch
 from voxnerf.run.load import load_run
 from voxnerf.system.device import resolve_device
-from voxnerf.train.session import save_scores
+from voxnerf.train.outcome import save_scores
 
 
 def mean_line(result: dict) -> str:

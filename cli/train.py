@@ -12,15 +12,9 @@ from voxnerf.errors import VoxnerfError
 from voxnerf.system.device import resolve_device
 from voxnerf.train.interrupt import exit_status
 from voxnerf.train.launch import launch_local
-from voxnerf.train.session import (
-    TrainOutcome,
-    check_out,
-    parse_times,
-    prepare,
-    profile_steps,
-    train_run,
-    worker_threads,
-)
+from voxnerf.train.folder_checks import check_out
+from voxnerf.train.outcome import TrainOutcome
+from voxnerf.train.session import parse_times, prepare, profile_steps, train_run, worker_threads
 from voxnerf.train.trainer import Trainer
 
 

@@ -416,6 +416,7 @@ def test_a_rotation_a_little_off_is_repaired_with_a_warning(request, tmp_path, f
 
 
 FOREIGN = "foreign.pt"
+OLDER = "older.pt"  # the first checkpoint format's keys (a field's grid beside the run's), no release wrote it
 OPTION_CASES = [  # (name, train options, what the line must name, problem); {run} is a run folder, {tmp} tmp_path
     ("set-malformed-yaml", ["--set", "optim.lr_grid=[1"], "--set optim.lr_grid=[1", "malformed YAML"),
     ("set-checkpoint-every-zero", ["--set", "checkpoint_every=0"], "checkpoint_every = 0", "expected >= 1"),
@@ -438,6 +439,9 @@ OPTION_CASES = [  # (name, train options, what the line must name, problem); {ru
     ("init-not-a-checkpoint", ["--init", "{tmp}/notes.txt"], "notes.txt", "unreadable checkpoint"),
     ("resume-foreign-checkpoint", ["--resume", "--out", "{tmp}/foreign-run"], "checkpoint.pt",
      "not a voxnerf checkpoint"),
+    ("init-older-checkpoint", ["--init", "{tmp}/" + OLDER], OLDER, "of version 1; this release reads version 2"),
+    ("resume-newer-checkpoint", ["--resume", "--out", "{tmp}/newer-run"], "checkpoint.pt",
+     "of version 3; this release reads version 2"),
     ("out-under-a-file", ["--out", "{tmp}/notes.txt/run"], "notes.txt/run", "cannot write the run folder"),
 ]
 
@@ -449,6 +453,10 @@ def test_train_refuses_a_bad_option_in_one_line(pinhole_scene, tmp_path, cli_in_
     torch.save({"weights": torch.zeros(3)}, tmp_path / FOREIGN)
     (tmp_path / "foreign-run").mkdir()
     torch.save({"weights": torch.zeros(3)}, tmp_path / "foreign-run" / "checkpoint.pt")
+    run_keys = {"config": {}, "scene": {}, "step": 1}
+    torch.save({"version": 1, **run_keys, "field": {"grid": {}}}, tmp_path / OLDER)
+    (tmp_path / "newer-run").mkdir()
+    torch.save({**run_keys, "model": {"version": 3}}, tmp_path / "newer-run" / "checkpoint.pt")
     (tmp_path / "notes.txt").write_text("not a checkpoint")
     options = [o.replace("{tmp}", str(tmp_path)) for o in options]
     out = [] if "--out" in options else ["--out", tmp_path / "run"]

@@ -62,10 +62,10 @@ def test_the_preset_follows_the_device(general_scene, tmp_path, monkeypatch):
     there configs/blender.yaml + configs/cpu.yaml, which the lego benchmark composes into the one preset its runs read
     (issue 15: the plain command scores what the benchmark scores)."""
     from voxnerf.system.device import amp_dtype_for
-    from voxnerf.train import session
-    from voxnerf.train.session import build_config, default_config
+    from voxnerf.train import presets
+    from voxnerf.train.presets import build_config, default_config
 
-    monkeypatch.setattr(session, "cpu_has_fast_bf16", lambda: True)
+    monkeypatch.setattr(presets, "cpu_has_fast_bf16", lambda: True)
     said = []
     gpu_path, gpu_overlays = default_config(general_scene, tmp_path, False, torch.device("cuda"), said.append)
     gpu = build_config(gpu_path, [], None, None, None, gpu_overlays)
@@ -85,7 +85,7 @@ def test_the_preset_follows_the_device(general_scene, tmp_path, monkeypatch):
     composed.write_text(yaml.safe_dump(compose_presets([path, *overlays])))
     plain = build_config(path, [], None, 120.0, None, overlays)
     assert config_to_dict(build_config(composed, [], None, 120.0, None)) == config_to_dict(plain)
-    monkeypatch.setattr(session, "cpu_has_fast_bf16", lambda: False)  # fp32 steps: the overlay where it was kept
+    monkeypatch.setattr(presets, "cpu_has_fast_bf16", lambda: False)  # fp32 steps: the overlay where it was kept
     unbounded_scene = dataclasses.replace(general_scene, masks=None)
     for scene, names in ((object_scene, ["cpu.yaml", "cpu-fp32.yaml"]), (general_scene, ["cpu.yaml"]),
                          (unbounded_scene, ["cpu.yaml"])):

@@ -68,7 +68,7 @@ def test_the_unpacked_wheel_finds_its_presets_and_scenes_from_another_folder(whe
     wheel.extractall(site)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    check = ("import voxnerf, voxnerf.scenes; from voxnerf.train.session import preset_path\n"
+    check = ("import voxnerf, voxnerf.scenes; from voxnerf.train.presets import preset_path\n"
              "for name in ('cpu', 'configs/360.yaml', 'object-masked.yaml'):\n"
              "    print(preset_path(name).resolve())\n"
              "print(voxnerf.scenes.__file__)")

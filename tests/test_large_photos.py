@@ -22,7 +22,8 @@ from voxnerf.data.writers import write_scene
 from voxnerf.run.config import TrainConfig
 from voxnerf.run.load import load_run
 from voxnerf.system.progress import track
-from voxnerf.train.session import train_run, training_downscale
+from voxnerf.train.downscale import training_downscale
+from voxnerf.train.session import train_run
 
 SETS = ["levels=[{until: 1.0, resolution: 16, image_scale: 1.0}]", "optim.target_samples=4096",
         "optim.min_rays=128", "optim.max_rays=512", "pixels_per_cell=1"]  # photos over 16x16 px are downscaled

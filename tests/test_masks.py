@@ -14,7 +14,7 @@ from voxnerf.data.hull import mask_agreement
 from voxnerf.data.space import Space
 from voxnerf.data.writers import write_scene
 from voxnerf.train.ray_sampler import RaySampler
-from voxnerf.train.session import preset_for
+from voxnerf.train.presets import preset_for
 from voxnerf.cli.main import app
 
 

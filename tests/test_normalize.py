@@ -13,7 +13,7 @@ from voxnerf.data.cameras import Cameras, look_at
 from voxnerf.data.footprint import resolved_depth
 from voxnerf.data.normalize import CAMERA_MARGIN, DISPARITY, NEAR_MARGIN, contract_space, space_for
 from voxnerf.data.rays import image_rays
-from voxnerf.train.session import preset_for
+from voxnerf.train.presets import preset_for
 
 SMALL = {"n_views": 16, "width": 24, "n_samples": 32, "n_points": 600}
 OBJECT_RADIUS = 1.0  # world: every object of the toy captures lies inside this ball, the backgrounds beyond 5
@@ -35,7 +35,7 @@ def captures(tmp_path_factory):
                                                (("forward", "llff"), "llff", "ndc")])
 def test_each_capture_gets_the_preset_and_space_of_its_layout(captures, key, preset, kind):
     from voxnerf.run.config import load_config
-    from voxnerf.train.session import preset_path
+    from voxnerf.train.presets import preset_path
 
     name, _, _ = preset_for(captures[key])
     assert name == preset
@@ -49,13 +49,13 @@ def test_a_cpu_without_native_bf16_trains_a_narrower_color_mlp_where_the_rule_ke
     whose rows it raised (forward-facing, not unbounded: a color MLP half as wide), the note names it, and nothing
     else differs from the sizing on a CPU with native bf16."""
     from voxnerf.run.config import config_to_dict
-    from voxnerf.train import session
-    from voxnerf.train.session import build_config, default_config
+    from voxnerf.train import presets
+    from voxnerf.train.presets import build_config, default_config
 
     configs = {}
     for native in (True, False):
         said = []
-        monkeypatch.setattr(session, "cpu_has_fast_bf16", lambda: native)
+        monkeypatch.setattr(presets, "cpu_has_fast_bf16", lambda: native)
         path, overlays = default_config(captures[key], tmp_path, False, torch.device("cpu"), said.append)
         configs[native] = config_to_dict(build_config(path, [], None, None, None, overlays))
         fp32_overlay = not native and narrower

@@ -20,7 +20,7 @@ from voxnerf.process.capture import process_capture
 from voxnerf.process.frames import frame_indices
 from voxnerf.process.sfm import SfmOptions
 from voxnerf.run.config import load_config
-from voxnerf.train.session import preset_path
+from voxnerf.train.presets import preset_path
 from voxnerf.train.trainer import Trainer
 
 REPO = Path(__file__).resolve().parents[1]

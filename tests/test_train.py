@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -11,15 +12,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import yaml
 from scipy.ndimage import binary_fill_holes
 from test_device import tensors_in
 
 import voxnerf.scenes as vs
 from voxnerf.data import load_scene
+from voxnerf.errors import VoxnerfError
 from voxnerf.fields.interpolate import weighted_row_sum
+from voxnerf.render.model import STATE_VERSION
 from voxnerf.run.checkpoint import CHECKPOINT, save_atomic
 from voxnerf.run.config import load_config
 from voxnerf.run.load import load_run
+from voxnerf.train.session import train_run
 from voxnerf.train.trainer import Trainer
 
 TOY_CONFIG = {
@@ -116,6 +121,41 @@ def test_a_checkpoint_of_another_version_with_options_this_one_lacks_still_loads
     np.testing.assert_array_equal(new.render_view(scene.cameras, 0).rgb, old.render_view(scene.cameras, 0).rgb)
 
 
+def test_a_run_as_the_release_before_wrote_it_loads_and_resumes(trained, sphere_scene, tmp_path):
+    """The release before wrote a version of its own beside the model state's ("version": 1 at the top) and the
+    options it has since dropped (appearance codes, row-sparse Adam) at their defaults, in the checkpoint and in
+    config.yaml: such a run still renders as before and resumes."""
+    run_dir, _ = trained
+    older = tmp_path / "run"
+    shutil.copytree(run_dir, older)
+    ckpt = torch.load(older / CHECKPOINT, weights_only=False)
+    config = {**ckpt["config"], "optim": {**ckpt["config"]["optim"], "lr_appearance": 0.01, "row_sparse": False},
+              "field": {**ckpt["config"]["field"], "appearance_dim": 0}}
+    ckpt.update(version=1, config=config)
+    ckpt["model"]["field"]["config"] = {**ckpt["model"]["field"]["config"], "appearance_dim": 0}
+    for group in ckpt["optimizer"]["param_groups"]:
+        group["row_sparse"] = group["name"] != "decoder"
+    save_atomic(ckpt, older / CHECKPOINT)
+    (older / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    old, new = load_run(run_dir), load_run(older)
+    assert new.config == old.config
+    scene = old.scene()
+    np.testing.assert_array_equal(new.render_view(scene.cameras, 0).rgb, old.render_view(scene.cameras, 0).rgb)
+    outcome = train_run(sphere_scene, None, older, device="cpu", resume=True, max_steps=ckpt["step"] + 5, quiet=True)
+    assert outcome.steps == ckpt["step"] + 5 and outcome.scores is not None
+
+
+def test_a_checkpoint_of_another_model_version_is_refused_in_one_line(trained, tmp_path):
+    run_dir, _ = trained
+    ckpt = torch.load(run_dir / CHECKPOINT, weights_only=False)
+    ckpt["model"]["version"] = 1
+    save_atomic(ckpt, tmp_path / CHECKPOINT)
+    with pytest.raises(VoxnerfError) as refused:
+        load_run(tmp_path)
+    assert str(refused.value) == (f"{tmp_path / CHECKPOINT}: a checkpoint of version 1; this release reads version "
+                                  f"{STATE_VERSION} only (train the scene again)")
+
+
 def _train_cmd(scene: Path, out: Path, extra: list[str]) -> list[str]:
     sets = ["--set", "occupancy.warmup_steps=50",
             "--set", "levels=" + json.dumps(TOY_CONFIG["levels"]),
@@ -163,19 +203,6 @@ def test_a_topology_change_in_the_middle_of_a_run_carries_every_per_row_table(sp
     for old, new in zip(values, at_probe()):
         assert torch.allclose(old, new, atol=1e-5)
     assert torch.isfinite(trainer.train_step()["loss"])
-
-
-def test_row_sparse_adam_trains_as_dense_adam_does(sphere_scene, tmp_path):
-    """`optim.row_sparse` (voxnerf.train.sparse_adam) updates the rows a step read and catches the others up before
-    occupancy updates, refinements, checkpoints and scoring: the run scores as the dense optimizer's does."""
-    psnr = {}
-    for row_sparse in (False, True):
-        cfg = load_config(None, [{**TOY_CONFIG, "max_steps": 150, "optim": {**TOY_CONFIG["optim"],
-                                                                              "row_sparse": row_sparse}}])
-        trainer = Trainer(load_scene(sphere_scene), cfg, tmp_path / str(row_sparse), torch.device("cpu"), quiet=True)
-        trainer.train()
-        psnr[row_sparse] = trainer.evaluate(with_lpips=False, write=False)["mean"]["psnr"]
-    assert psnr[False] > 15 and abs(psnr[True] - psnr[False]) < 0.3, psnr  # 150 steps: ~18.5 dB
 
 
 def test_a_run_killed_with_sigkill_resumes_to_the_same_quality(sphere_scene, tmp_path):

@@ -10,7 +10,7 @@ from voxnerf.errors import VoxnerfError
 from voxnerf.fields import FIELDS
 from voxnerf.run.config import RANGES, config_to_dict, load_config, numeric_options, parse_override
 from voxnerf.run.folder import RunLock, RunLocked
-from voxnerf.train.session import preset_path
+from voxnerf.train.presets import preset_path
 
 
 @pytest.mark.parametrize("kind", sorted(FIELDS))

@@ -311,17 +311,10 @@ class Ndc(Space):
 SPACES = {cls.kind: cls for cls in (Box, Contract, Ndc)}
 
 
-def space_from_dict(data: dict | None) -> Space:
-    """The space saved by `Space.to_dict` (a box around the origin when None); reads the first checkpoint
-    format's `ndc_rotation` / `ndc_projection` names too."""
-    data = dict(data or {"kind": "box"})
-    kind = data.pop("kind", "box")
+def space_from_dict(data: dict) -> Space:
+    """The space saved by `Space.to_dict`."""
+    data = dict(data)
+    kind = data.pop("kind")
     if kind not in SPACES:
         raise VoxnerfError(f"space '{kind}': expected one of {', '.join(SPACES)}")
-    renamed = {"ndc_rotation": "rotation", "ndc_projection": "projection"}
-    data = {renamed.get(k, k): v for k, v in data.items() if not (k in renamed and not v)}
-    if kind != "ndc":
-        data = {k: v for k, v in data.items() if k not in ("rotation", "projection")}
-    if kind == "box":
-        data.pop("far", None)
     return SPACES[kind](**data)

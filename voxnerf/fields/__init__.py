@@ -1,6 +1,6 @@
 """Radiance fields behind one interface (`voxnerf.fields.base.Field`), and what they are built of: the sparse brick
 grid (`sparse_grid`, shared with the occupancy estimator, and its changes: `pruned`, `subdivided`), trilinear gathers,
-the color decoder and its spherical harmonics, per-image appearance codes, and the row spaces a field
+the color decoder and its spherical harmonics, per-photo color maps (`color_maps`), and the row spaces a field
 declares for the data-parallel gradient exchange (`row_space`).
 
 May import: `voxnerf.errors`, `voxnerf.system`, `voxnerf.data` (the Space). A field knows nothing of rays.

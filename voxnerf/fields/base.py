@@ -54,11 +54,9 @@ class Field(nn.Module):
         """sigma (N,) >= 0, float32, per unit of march length, at looked-up points."""
         raise NotImplementedError
 
-    def color(self, lookup: Lookup, dirs: torch.Tensor, amp_dtype: torch.dtype | None = None,
-              codes: torch.Tensor | None = None) -> torch.Tensor:
-        """rgb (N, 3) in [0, 1], float32, at looked-up points seen along unit directions dirs (N, 3), with
-        per-point appearance codes (N, A) (voxnerf.fields.appearance) when the field's config has `appearance_dim`; the
-        decoder runs under autocast with `amp_dtype` when given."""
+    def color(self, lookup: Lookup, dirs: torch.Tensor, amp_dtype: torch.dtype | None = None) -> torch.Tensor:
+        """rgb (N, 3) in [0, 1], float32, at looked-up points seen along unit directions dirs (N, 3); the decoder
+        runs under autocast with `amp_dtype` when given."""
         raise NotImplementedError
 
     def density_at(self, g: torch.Tensor) -> torch.Tensor:

@@ -37,17 +37,16 @@ class GridFieldConfig:
     alpha_init: float = 1e-3  # opacity of one first-level cell at start (low initial density trains well, DVGO)
     density_scale: float = 128.0  # sigma per grid length for one unit of activated density (~1/voxel at 256^3)
     feature_std: float = 0.1  # std of the random initial features
-    appearance_dim: int = 0  # per-image appearance code length in the color MLP's input (0: none; voxnerf.fields.appearance)
-    color_maps: bool = False  # a learned affine color map per training image (voxnerf.fields.appearance.ColorMaps)
+    color_maps: bool = False  # a learned affine color map per training image (voxnerf.fields.color_maps.ColorMaps)
 
 
 class ColorDecoder(nn.Module):
     """features + SH(view dir) -> RGB in [0, 1]; the first 3 feature channels are a diffuse base color logit."""
 
-    def __init__(self, feature_dim: int, hidden: int, layers: int, sh_degree: int, appearance_dim: int = 0):
+    def __init__(self, feature_dim: int, hidden: int, layers: int, sh_degree: int):
         super().__init__()
-        self.sh_degree, self.appearance_dim = sh_degree, appearance_dim
-        dims = [feature_dim + (sh_degree + 1) ** 2 + appearance_dim] + [hidden] * layers
+        self.sh_degree = sh_degree
+        dims = [feature_dim + (sh_degree + 1) ** 2] + [hidden] * layers
         blocks = []
         for a, b in zip(dims[:-1], dims[1:]):
             blocks += [nn.Linear(a, b), nn.ReLU(inplace=True)]
@@ -60,23 +59,18 @@ class ColorDecoder(nn.Module):
         """A decoder whose initialization the seed decides, not the global random state."""
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            return cls(cfg.feature_dim, cfg.hidden, cfg.layers, cfg.sh_degree, cfg.appearance_dim)
+            return cls(cfg.feature_dim, cfg.hidden, cfg.layers, cfg.sh_degree)
 
-    def forward(self, features: torch.Tensor, dirs: torch.Tensor, amp_dtype: torch.dtype | None = None,
-                codes: torch.Tensor | None = None) -> torch.Tensor:
-        """features (N, C), unit dirs (N, 3), appearance codes (N, appearance_dim) -> rgb (N, 3) float32 (zero
-        codes when None).
+    def forward(self, features: torch.Tensor, dirs: torch.Tensor,
+                amp_dtype: torch.dtype | None = None) -> torch.Tensor:
+        """features (N, C), unit dirs (N, 3) -> rgb (N, 3) float32.
 
         Only the MLP runs under autocast (`amp_dtype`): features are gathered in FP32 by the caller, so a feature
         table is never cast (a (V, C) copy per call) and features keep full precision.
         """
         autocast = torch.autocast(features.device.type, dtype=amp_dtype) if amp_dtype else nullcontext()
         with autocast:
-            parts = [features, sh_encode(dirs, self.sh_degree).to(features.dtype)]
-            if self.appearance_dim:
-                parts.append(features.new_zeros(len(features), self.appearance_dim) if codes is None
-                             else codes.to(features.dtype))
-            h = torch.cat(parts, -1)
+            h = torch.cat([features, sh_encode(dirs, self.sh_degree).to(features.dtype)], -1)
             n = len(h)
             if amp_dtype is not None:
                 h = F.pad(h, (0, 0, 0, bucketed_rows(n) - n))

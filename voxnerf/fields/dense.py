@@ -50,9 +50,8 @@ class DenseGridField(Field):
     def density(self, lookup: Lookup) -> torch.Tensor:
         return self.activate(self._sample(self.density_volume, lookup[0])[:, 0])
 
-    def color(self, lookup: Lookup, dirs: torch.Tensor, amp_dtype: torch.dtype | None = None,
-              codes: torch.Tensor | None = None) -> torch.Tensor:
-        return self.decoder(self._sample(self.feature_volume, lookup[0]), dirs, amp_dtype, codes)
+    def color(self, lookup: Lookup, dirs: torch.Tensor, amp_dtype: torch.dtype | None = None) -> torch.Tensor:
+        return self.decoder(self._sample(self.feature_volume, lookup[0]), dirs, amp_dtype)
 
     def param_groups(self, optim) -> list[dict]:
         return [

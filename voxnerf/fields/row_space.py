@@ -52,7 +52,6 @@ class RowSpace:
     Attributes:
         rows: flat int64 row indices (repeats allowed) of every declared read that built an autograd graph.
         undeclared: names of the tables that received a gradient outside the declared reads (filled by backward).
-        agreed: (K,) int64 rows some rank of a multi-process job read (set by its gradient exchange), or None.
     """
 
     def __init__(self, name: str, tables: dict[str, nn.Parameter], gradients: GradientTables | None = None):
@@ -63,7 +62,6 @@ class RowSpace:
         self._sinks: dict[str, torch.Tensor] = {}  # this step's gradient tables, zeroed at their first read
         self.rows: list[torch.Tensor] = []
         self.undeclared: list[str] = []
-        self.agreed: torch.Tensor | None = None
         self._leaves = {k: p.detach().requires_grad_(p.requires_grad) for k, p in self.tables.items()}
         self._gathered: list[tuple[str, torch.Tensor, torch.Tensor]] = []  # (table, rows, their gradient)
         self._hooks = [p.register_hook(self._noting(k)) for k, p in self.tables.items() if p.requires_grad]
@@ -99,13 +97,6 @@ class RowSpace:
         table = next(iter(self.tables.values()))
         mask = torch.zeros(self.num_rows, dtype=torch.uint8, device=table.device)
         return mask.index_fill_(0, torch.cat(self.rows).long(), 1) if self.rows else mask
-
-    def rows_to_update(self) -> torch.Tensor:
-        """(K,) int64 unique rows whose gradient may be nonzero after the step's exchange: those some rank read
-        (`agreed`), or this process's reads."""
-        if self.agreed is not None:
-            return self.agreed
-        return torch.nonzero(self.read_mask()).squeeze(-1)
 
     def close(self) -> None:
         """Add the declared reads' gradients to the tables' .grad (after backward) and stop watching them."""

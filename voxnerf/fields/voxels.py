@@ -76,12 +76,11 @@ class SparseVoxelField(Field):
             raw = plus_detail(raw, self.detail.density_at, *lookup[2:])
         return self.activate(raw)
 
-    def color(self, lookup: Lookup, dirs: torch.Tensor, amp_dtype: torch.dtype | None = None,
-              codes: torch.Tensor | None = None) -> torch.Tensor:
+    def color(self, lookup: Lookup, dirs: torch.Tensor, amp_dtype: torch.dtype | None = None) -> torch.Tensor:
         features = self.grid.features_at(*lookup[:2])
         if len(lookup) > 2:
             features = plus_detail(features, self.detail.features_at, *lookup[2:])
-        return self.decoder(features, dirs, amp_dtype, codes)
+        return self.decoder(features, dirs, amp_dtype)
 
     @torch.no_grad()
     def vertex_density(self) -> torch.Tensor:
@@ -99,13 +98,12 @@ class SparseVoxelField(Field):
     # ---- training -------------------------------------------------------------------------------------------
     def param_groups(self, optim) -> list[dict]:
         groups = [
-            {"name": "grid", "params": [self.grid.density, self.grid.features], "lr": optim.lr_grid,
-             "row_sparse": True},  # tables of the row space below: a row-sparse optimizer may update read rows only
+            {"name": "grid", "params": [self.grid.density, self.grid.features], "lr": optim.lr_grid},
             {"name": "decoder", "params": list(self.decoder.parameters()), "lr": optim.lr_decoder},
         ]
         if self.detail is not None:
             groups.append({"name": "detail", "params": [self.detail.density, self.detail.features],
-                           "lr": optim.lr_grid, "row_sparse": True})
+                           "lr": optim.lr_grid})
         return groups
 
     def regularization(self, optim, generator: torch.Generator) -> torch.Tensor | float:

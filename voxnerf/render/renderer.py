@@ -62,8 +62,8 @@ def sigma_fn(field: Field):
     return query
 
 
-def _march(model: Model, origins: torch.Tensor, dirs: torch.Tensor, cfg: RenderConfig,
-           jitter: torch.Generator | None, near: torch.Tensor | None = None) -> tuple[MarchRays, Samples, float]:
+def march_samples(model: Model, origins: torch.Tensor, dirs: torch.Tensor, cfg: RenderConfig,
+                  jitter: torch.Generator | None, near: torch.Tensor | None = None) -> tuple[MarchRays, Samples, float]:
     """The space's march rays, their samples (random offsets from `jitter`, else mid-step) and the fine step in
     the march parameter, for unit-box rays (R, 3) whose views' nearest content lies at depths `near` (R,)."""
     estimator = model.estimator
@@ -101,8 +101,8 @@ def render_rays(
         jitter: random generator for stratified sample offsets (training), or None for mid-step samples.
         amp_dtype: autocast dtype for the color MLP (torch.bfloat16 on CPU, torch.float16 on CUDA), or None.
         with_distortion: compute the distortion loss (voxnerf.render.volrend.distortion) over the march parameter.
-        images: (R,) int64 training image of each ray, for the model's appearance codes and color maps (None: the
-            fixed code of views not trained on, and `view_map`).
+        images: (R,) int64 training image of each ray, for the model's color maps (None: a view not trained on,
+            mapped by `view_map`).
         view_map: (3, 4) color map of a view not trained on (`ColorMaps.novel_view`) when `images` is None; None:
             the identity.
         near: (R,) unit-box depth of the nearest content in each ray's view (`Cameras.near`), where a contracted
@@ -112,19 +112,14 @@ def render_rays(
     """
     n = len(origins)
     field, space = model.field, model.estimator.space
-    rays, samples, step = _march(model, origins, dirs, cfg, jitter, near)
+    rays, samples, step = march_samples(model, origins, dirs, cfg, jitter, near)
     ray_idx = samples.ray_idx
     sigmas = _chunked(lambda *lookup: field.density(lookup), cfg.checkpoint_chunk, *samples.lookup)
     weights, transmittance = render_weights(sigmas, samples.delta, ray_idx)
     colored = torch.nonzero(weights.detach() > cfg.color_weight_min).squeeze(-1)  # one host sync
     color_rays = ray_idx[colored]
     color_args = (dirs[color_rays], *(a[colored] for a in samples.lookup))
-    if model.appearance is None:
-        rgb_s = _chunked(lambda d, *lookup: field.color(lookup, d, amp_dtype), cfg.checkpoint_chunk, *color_args)
-    else:
-        codes = model.appearance(images, n)[color_rays]
-        rgb_s = _chunked(lambda c, d, *lookup: field.color(lookup, d, amp_dtype, c), cfg.checkpoint_chunk, codes,
-                         *color_args)
+    rgb_s = _chunked(lambda d, *lookup: field.color(lookup, d, amp_dtype), cfg.checkpoint_chunk, *color_args)
     opacity = accumulate(weights, ray_idx, n)
     rgb = accumulate(weights[colored], ray_idx[colored], n, rgb_s)
     if model.color_maps is not None:
@@ -136,25 +131,3 @@ def render_rays(
     dist = (distortion(weights, samples.u * space.inner_scale, step * space.inner_scale, ray_idx)
             if with_distortion else torch.zeros((), device=origins.device))
     return RenderResult(rgb, opacity, depth, alpha_sum, dist, len(ray_idx), len(colored), samples.candidates)
-
-
-@torch.no_grad()
-def weight_spread(model: Model, origins: torch.Tensor, dirs: torch.Tensor, cfg: RenderConfig) -> torch.Tensor:
-    """How deep each ray's radiance comes from: the standard deviation of the march parameter (the distance
-    along the ray inside the unit box) under the ray's compositing weights, in cells of the model's grid (about 0
-    for an opaque surface, several cells for a haze).
-
-    Args:
-        origins, dirs: (R, 3) rays in unit-box coordinates, dirs unit length.
-        cfg: the sampling and skipping thresholds rays are marched with (mid-step samples, as in renders).
-    Returns:
-        (R,) float32; 0 for rays that gather no weight.
-    """
-    estimator = model.estimator
-    _, samples, _ = _march(model, origins, dirs, cfg, None)
-    weights, _ = render_weights(model.field.density(samples.lookup), samples.delta, samples.ray_idx)
-    moments = accumulate(weights, samples.ray_idx, len(origins), torch.stack([samples.u, samples.u.square()], -1))
-    total = accumulate(weights, samples.ray_idx, len(origins)).clamp_min(1e-9)
-    mean = moments[:, 0] / total
-    variance = (moments[:, 1] / total - mean.square()).clamp_min(0)
-    return variance.sqrt() * estimator.space.inner_scale / estimator.cell_size

@@ -34,8 +34,8 @@ def render_view(model: Model, cameras: Cameras, index: int, background: np.ndarr
                 device: torch.device, amp_dtype: torch.dtype | None = None, chunk: int | None = None,
                 image: int | None = None) -> View:
     """Render world camera `index` in full (the model's space places it), in chunks of rays (default: RAY_CHUNK on a
-    CPU, GPU_RAY_CHUNK on a GPU), with deterministic (mid-step) samples, in the appearance of training image
-    `image` (default: that of a view not trained on there, `ColorMaps.novel_view`; voxnerf.fields.appearance), its rays
+    CPU, GPU_RAY_CHUNK on a GPU), with deterministic (mid-step) samples, under the color map of training image
+    `image` (default: that of a view not trained on there, `ColorMaps.novel_view`; voxnerf.fields.color_maps), its rays
     starting where the camera's nearest content lies (`Cameras.near`) when it has a near bound. The process's
     thread policy is rechecked before each chunk (`recheck_threads`)."""
     width, height = (int(s) for s in cameras.sizes[index])

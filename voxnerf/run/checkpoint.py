@@ -10,10 +10,11 @@ from pathlib import Path
 import torch
 
 from voxnerf.errors import VoxnerfError
+from voxnerf.render.model import STATE_VERSION
 
 CHECKPOINT = "checkpoint.pt"
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
-# Keys a training checkpoint holds (`Trainer.checkpoint`); a first-format checkpoint has "field" for "model".
+# Keys a training checkpoint holds (`Trainer.checkpoint`); its version is its model state's (`Model.state`).
 RUN_KEYS = ("config", "scene", "step")
 RESUME_KEYS = ("optimizer", "elapsed", "n_rays", "rng")
 
@@ -54,7 +55,8 @@ def out_of_space(error: BaseException | None) -> bool:
 
 
 def load_checkpoint(path: Path, device: torch.device | str = "cpu") -> dict:
-    """Read a checkpoint (a file, or a run folder holding checkpoint.pt) or raise VoxnerfError naming it."""
+    """Read a checkpoint (a file, or a run folder holding checkpoint.pt) of the version this release writes
+    (STATE_VERSION), or raise VoxnerfError naming it."""
     path = Path(path)
     if path.is_dir():
         path = path / CHECKPOINT
@@ -64,8 +66,14 @@ def load_checkpoint(path: Path, device: torch.device | str = "cpu") -> dict:
         ckpt = torch.load(path, map_location=device, weights_only=False)
     except Exception as e:  # pickle/zip errors come in many types
         raise VoxnerfError(f"{path}: unreadable checkpoint ({type(e).__name__})") from None
-    if not isinstance(ckpt, dict) or not ("model" in ckpt or "field" in ckpt) or any(k not in ckpt for k in RUN_KEYS):
+    if not isinstance(ckpt, dict) or any(k not in ckpt for k in RUN_KEYS):
         raise VoxnerfError(f"{path}: not a voxnerf checkpoint")
+    model = ckpt.get("model")
+    version = model.get("version") if isinstance(model, dict) else ckpt.get("version")  # the first format's: 1
+    if version != STATE_VERSION:
+        held = "no version" if version is None else f"version {version}"
+        raise VoxnerfError(f"{path}: a checkpoint of {held}; this release reads version {STATE_VERSION} only "
+                           f"(train the scene again)")
     return ckpt
 
 

@@ -35,7 +35,6 @@ class OptimConfig:
     lr_grid: float = 0.1  # Adam learning rate of the grid's density and features
     lr_decoder: float = 5e-3  # Adam learning rate of the color MLP (1e-3 learned it too slowly for a 300 s CPU
     #                            run: lego_100 +0.3 dB, real photos +0.4-0.5 dB; benchmarks/RESULTS.md, issue 25)
-    lr_appearance: float = 1e-2  # Adam learning rate of the per-image appearance codes (field.appearance_dim > 0)
     lr_color_maps: float = 1e-3  # Adam learning rate of the per-image color maps (field.color_maps)
     lr_final_ratio: float = 0.1  # learning rates decay exponentially to this fraction at the end
     lr_ranks: str = "sqrt"  # N data-parallel ranks average N batches a step: rates x sqrt(N) | x N ("linear")
@@ -51,8 +50,6 @@ class OptimConfig:
     tv_density: float = 0.0  # total variation on the raw density of the grid's vertices a step reads (smooths floaters)
     tv_features: float = 0.0  # total variation on their features
     tv_vertices: int = 16384  # vertices drawn per step for total variation, among the rows the samples read
-    row_sparse: bool = False  # Adam updates the grid only at the rows a step read, with dense Adam's result
-    #                          (voxnerf.train.sparse_adam): a step's cost follows its samples, not the table
 
 
 @dataclass
@@ -195,9 +192,13 @@ def compose_presets(paths: Sequence[Path]) -> dict:
     return data
 
 
-def load_config(path: str | Path | None = None, overrides: list[dict] | None = None) -> TrainConfig:
-    """A TrainConfig from defaults, then a YAML preset, then override dicts (later wins)."""
+def load_config(path: str | Path | None = None, overrides: list[dict] | None = None,
+                saved: bool = False) -> TrainConfig:
+    """A TrainConfig from defaults, then a YAML preset (`saved`: a run's own config.yaml, less the options this
+    version does not know, `saved_config_options`), then override dicts (later wins)."""
     data = read_preset(Path(path)) if path is not None else {}
+    if saved:
+        data = saved_config_options(data)
     for o in overrides or []:
         data = _merge(data, o)
     where = str(path) if path else "config"
@@ -259,8 +260,8 @@ RANGES = {
     "render.checkpoint_chunk": NON_NEGATIVE,
     "occupancy.warmup_steps": NON_NEGATIVE, "occupancy.update_every": AT_LEAST_ONE, "occupancy.decay": FRACTION,
     "occupancy.threshold": BELOW_ONE, "occupancy.min_fraction": FRACTION,
-    "optim.lr_grid": POSITIVE, "optim.lr_decoder": POSITIVE, "optim.lr_appearance": POSITIVE,
-    "optim.lr_color_maps": POSITIVE, "optim.lr_final_ratio": UP_TO_ONE,
+    "optim.lr_grid": POSITIVE, "optim.lr_decoder": POSITIVE, "optim.lr_color_maps": POSITIVE,
+    "optim.lr_final_ratio": UP_TO_ONE,
     "optim.target_samples": AT_LEAST_ONE, "optim.min_rays": AT_LEAST_ONE, "optim.max_rays": AT_LEAST_ONE,
     "optim.entropy_weight": NON_NEGATIVE, "optim.alpha_weight": NON_NEGATIVE, "optim.sparsity_weight": NON_NEGATIVE,
     "optim.distortion_weight": NON_NEGATIVE, "optim.tv_density": NON_NEGATIVE, "optim.tv_features": NON_NEGATIVE,
@@ -269,7 +270,7 @@ RANGES = {
     "field.feature_dim": Range(3, 1024), "field.hidden": Range(1, 4096), "field.layers": Range(1, 64),
     "field.sh_degree": Range(0, MAX_DEGREE), "field.alpha_init": Range(0, 1, low_open=True, high_open=True),
     "field.density_scale": POSITIVE, "field.feature_std": NON_NEGATIVE, "field.vertices": Range(2, 1024),
-    "field.appearance_dim": Range(0, 256), "field.detail_share": Range(0, 8), "field.detail_at": FRACTION,
+    "field.detail_share": Range(0, 8), "field.detail_at": FRACTION,
 }
 
 

@@ -154,7 +154,7 @@ class Run:
 
 def config_from_dict(data: dict) -> TrainConfig:
     """A TrainConfig from a checkpoint's saved dict (options unknown to this version, at any level, are ignored:
-    `saved_config_options`; the first format's `field.resolution` among them)."""
+    `saved_config_options`)."""
     return load_config(None, [saved_config_options(data)])
 
 
@@ -166,8 +166,6 @@ def load_run(path: str | Path, device: torch.device | str = "cpu", scene_root: P
     path = Path(path)
     device = torch.device(device)
     ckpt = load_checkpoint(path, "cpu")
-    if not ("model" in ckpt or "field" in ckpt) or "scene" not in ckpt:
-        raise VoxnerfError(f"{path}: not a voxnerf checkpoint")
     cfg = config_from_dict(ckpt["config"])
     model = Model.from_checkpoint(ckpt).to(device).eval()
     return Run(path if path.is_dir() else path.parent, model, cfg, SceneRecord.from_dict(ckpt["scene"]),

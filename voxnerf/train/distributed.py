@@ -134,8 +134,6 @@ class World:
             check_declared(space)
         params = list(parameters)
         rows, present, summed = self._agree(params, statistics, spaces)
-        for space, index in zip(spaces, rows):
-            space.agreed = index  # what a row-sparse optimizer updates (voxnerf.train.sparse_adam)
         tables = {id(p) for space in spaces for p in space.tables.values()}
         # what each parameter sends: all of an ordinary one, the read rows of a table
         entries = [(p, None, p.numel()) for p in params if id(p) not in tables]

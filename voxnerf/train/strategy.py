@@ -22,7 +22,6 @@ from voxnerf.fields.sparse_grid import (BRICK, BRICK_VOLUME, STENCIL_CHUNK, Bric
 from voxnerf.render.model import Model
 from voxnerf.render.occupancy import OccupancyConfig, OccupancyGrid
 from voxnerf.run.config import Level
-from voxnerf.train.sparse_adam import RowSparseAdam
 
 
 class FixedPointsDensity:
@@ -105,11 +104,9 @@ class TopologyStrategy:
         if step + 1 < cfg.warmup_steps:
             return False
         if (step + 1) % cfg.update_every == 0 or step + 1 == cfg.warmup_steps:
-            catch_up(optimizer)  # the update reads every row's density
             self.update_occupancy(model)
         target = self.level(progress).resolution
         if model.estimator.resolution < target:
-            catch_up(optimizer)
             self.update_occupancy(model)
             self.refine(model, target, optimizer)
             return True
@@ -123,7 +120,6 @@ class TopologyStrategy:
     def grow_detail(self, model: Model, detail: BrickModule, optimizer: torch.optim.Optimizer | None) -> None:
         """Allocate the field's detail level (twice the grid's resolution) on the bricks whose occupied cells carry
         the largest gradients, `detail_share` of the grid's rows in all (see `detail_bricks`)."""
-        catch_up(optimizer)
         estimator = model.estimator
         budget = int(model.field.cfg.detail_share * estimator.bricks.num_rows)
         resolution = 2 * estimator.resolution
@@ -184,12 +180,6 @@ def detail_bricks(bricks: BrickIndex, cells: torch.Tensor, energy: torch.Tensor,
     return grid_coords(score.topk(min(count, int((score > 0).sum()))).indices, n)
 
 
-def catch_up(optimizer: torch.optim.Optimizer | None) -> None:
-    """A row-sparse optimizer's rows brought to dense Adam's state before something reads or remaps them all."""
-    if isinstance(optimizer, RowSparseAdam):
-        optimizer.catch_up()
-
-
 def refine(estimator: OccupancyGrid, resolution: int, carried: Sequence[BrickModule] = (),
            optimizer: torch.optim.Optimizer | None = None) -> None:
     """Prune the bricks no occupied cell touches, then halve the cell size where cells are occupied, until
@@ -211,7 +201,6 @@ def change_bricks(modules: Sequence[BrickModule], change: BrickChange,
     """Move every module to `change.bricks`, each table it declares (ROW_TABLES) through its remap; a parameter
     becomes a new one, and the optimizer's per-row state of it (tensors of its length, e.g. Adam's exp_avg and
     exp_avg_sq) follows through the same remap, its scalar state (the step count) as it was."""
-    catch_up(optimizer)
     for module in modules:
         for name, remap in module.ROW_TABLES.items():
             old = getattr(module, name)

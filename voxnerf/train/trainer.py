@@ -32,8 +32,7 @@ from voxnerf.train.distributed import PeerLost, World
 from voxnerf.train.interrupt import StopRequest
 from voxnerf.system.progress import progress_bar
 from voxnerf.train.ray_sampler import RaySampler
-from voxnerf.train.sparse_adam import RowSparseAdam
-from voxnerf.train.strategy import TopologyStrategy, catch_up, occupancy_for_ranks
+from voxnerf.train.strategy import TopologyStrategy, occupancy_for_ranks
 
 
 class Trainer:
@@ -100,16 +99,12 @@ class Trainer:
 
     def _make_optimizer(self) -> torch.optim.Optimizer:
         groups = self.model.field.param_groups(self.cfg.optim)
-        if self.model.appearance is not None:
-            groups.append({"name": "appearance", "params": list(self.model.appearance.parameters()),
-                           "lr": self.cfg.optim.lr_appearance})
         if self.model.color_maps is not None:
             groups.append({"name": "color_maps", "params": [self.model.color_maps.maps],
                            "lr": self.cfg.optim.lr_color_maps})
         for group in groups:
             group["base_lr"] = group["lr"]
-        adam = RowSparseAdam if self.cfg.optim.row_sparse else torch.optim.Adam
-        return adam(groups, betas=(0.9, 0.99), eps=1e-15, fused=True)
+        return torch.optim.Adam(groups, betas=(0.9, 0.99), eps=1e-15, fused=True)
 
     def _restore(self, ckpt: dict) -> None:
         self.model = Model.from_checkpoint(ckpt).to(self.device)
@@ -130,11 +125,9 @@ class Trainer:
 
     def checkpoint(self) -> None:
         """Write the run's state atomically to out/checkpoint.pt (rank 0 only)."""
-        catch_up(self.optimizer)
         if not self.world.is_main:
             return
         save_atomic({
-            "version": 1,
             "config": config_to_dict(self.cfg),
             "model": self.model.state(),
             "optimizer": self.optimizer.state_dict(),
@@ -198,8 +191,6 @@ class Trainer:
         clock = self.own_time + time.perf_counter() - start if self.world.is_main else 0.0
         num_samples, self.elapsed, stops = self.world.all_reduce_gradients(
             self.model.parameters(), [result.num_samples, clock, float(self.stop.requested)], spaces)
-        if isinstance(self.optimizer, RowSparseAdam):
-            self.optimizer.set_rows({p: space.rows_to_update() for space in spaces for p in space.tables.values()})
         del spaces  # the stencils (N, 8) need not outlive the exchange (a refinement below is the memory peak)
         self.scaler.step(self.optimizer)
         self.scaler.update()
@@ -309,7 +300,6 @@ class Trainer:
     def _snapshot_if_due(self) -> None:
         while self.eval_at and self.elapsed >= self.eval_at[0]:
             t = self.eval_at.pop(0)
-            catch_up(self.optimizer)  # on every rank alike: ranks stay identical
             if not self.world.is_main:
                 continue
             scores = self.evaluate(every=self.cfg.eval_every_view, with_lpips=False, write=False)
@@ -325,7 +315,6 @@ class Trainer:
                  progress: bool = False) -> dict:
         """Render every `every`-th view of `split` and score it (`score_split`, with a bar when `progress`);
         written into the run folder (eval.json, eval_SPLIT.json for other splits) when `write`."""
-        catch_up(self.optimizer)
         release_freed_memory()  # what training steps kept would stay resident beside the renders' own
         result = score_split(self.render_view, self.scene, split, every, with_lpips, progress)
         if write:

@@ -1,8 +1,7 @@
-"""Per-image appearance: real photos differ in exposure and white balance, which no single radiance field explains.
-Two ways to absorb it, each learned per training image: a short code appended to the color MLP's input (NeRF-W,
-nerfacto), or an affine color map of the photo as a whole. Views that were not trained on (test views, renders)
-use the mean code, and the color map of the photos taken near them where those predict one another's (a camera's
-exposure that follows where it stands and looks) or else the identity map (`ColorMaps.novel_view`).
+"""Per-photo color maps: real photos differ in exposure and white balance, which no single radiance field explains.
+Each training image learns an affine map of the radiance its rays gather. Views that were not trained on (test
+views, renders) take the blend of the maps of the photos taken near them where those predict one another's (a
+camera's exposure that follows where it stands and looks), or else the identity map (`ColorMaps.novel_view`).
 """
 
 from __future__ import annotations
@@ -15,29 +14,11 @@ NEIGHBOURS = 3  # training cameras whose maps a view not trained on blends (inve
 _CUBE = torch.cartesian_prod(*[torch.tensor([0.0, 0.5, 1.0])] * 3)  # (27, 3) colors maps are compared on
 
 
-class AppearanceCodes(nn.Module):
-    """A (num_images, dim) table of codes, one per training image (index into the training split).
-
-    Starts at zero, so an untrained table changes nothing.
-    """
-
-    def __init__(self, num_images: int, dim: int):
-        super().__init__()
-        self.codes = nn.Embedding(num_images, dim)
-        nn.init.zeros_(self.codes.weight)
-
-    def forward(self, images: torch.Tensor | None, n: int) -> torch.Tensor:
-        """(n, dim) codes of training images `images` (n,) int64, or the fixed code n times when None."""
-        if images is None:
-            return self.codes.weight.mean(0).expand(n, -1)
-        return self.codes(images)
-
-
 class ColorMaps(nn.Module):
     """A learned affine color map per training image (exposure and white balance, the per-image exposure
     compensation of Urban Radiance Fields), applied to the radiance a ray gathers before its background:
-    rgb' = (I + A_i) rgb + b_i * opacity. It acts on a photo as a whole, so unlike a code in the color MLP's input
-    it cannot explain what one photo alone shows at one place.
+    rgb' = (I + A_i) rgb + b_i * opacity. It acts on a photo as a whole, so it cannot explain what one photo alone
+    shows at one place.
 
     The maps are centered across images (A_i, b_i are a table's rows less the table's mean), so the images' mean
     map is the identity. A view not trained on takes the blend of its nearest training cameras' maps when the

@@ -1,6 +1,6 @@
-"""Per-image appearance: photos of one scene taken at different exposures train into one field whose codes (or
-color maps) carry each photo's exposure; views not trained on render with the fixed (mean) code, and with the map of
-the photos near them where the maps follow the cameras (the identity where they do not)."""
+"""Per-photo color maps: photos of one scene taken at different exposures train into one field whose color maps
+carry each photo's exposure; views not trained on render with the map of the photos near them where the maps follow
+the cameras (the identity where they do not)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import torch
 
 import voxnerf.scenes as vs
 from voxnerf.data import load_scene
-from voxnerf.fields.appearance import ColorMaps
+from voxnerf.fields.color_maps import ColorMaps
 from voxnerf.render.model import Model
 from voxnerf.render.views import render_view, target_image
 from voxnerf.run.config import load_config
@@ -28,7 +28,7 @@ CONFIG = {"levels": [{"until": 0.3, "resolution": 16, "image_scale": 1.0},
 @pytest.fixture(scope="module")
 def exposures(tmp_path_factory):
     """The toy sphere with each training photo at its own exposure (gains 0.6-1.4, mean 1), test photos at 1."""
-    root = vs.make_scene("sphere", tmp_path_factory.mktemp("appearance") / "sphere", n_train=24, n_val=1, n_test=3,
+    root = vs.make_scene("sphere", tmp_path_factory.mktemp("exposures") / "sphere", n_train=24, n_val=1, n_test=3,
                          size=32, n_samples=64)
     scene = load_scene(root)
     train = set(scene.split_indices("train").tolist())
@@ -48,10 +48,10 @@ def exposed(scene, gains: dict):
 
 @pytest.fixture(scope="module")
 def trained(exposures, tmp_path_factory) -> dict:
-    """Trainers of the exposed sphere: plain, with appearance codes, with color maps."""
+    """Trainers of the exposed sphere: plain and with color maps."""
     scene, _ = exposures
     runs = {}
-    for name, field in {"plain": {}, "codes": {"appearance_dim": 8}, "maps": {"color_maps": True}}.items():
+    for name, field in {"plain": {}, "maps": {"color_maps": True}}.items():
         cfg = load_config(None, [CONFIG, {"field": field}])
         trainer = Trainer(scene, cfg, tmp_path_factory.mktemp(name), torch.device("cpu"), quiet=True)
         trainer.train()
@@ -59,40 +59,39 @@ def trained(exposures, tmp_path_factory) -> dict:
     return runs
 
 
-def train_views_psnr(trainer: Trainer, scene, gains: dict, own_code: bool) -> float:
-    """Mean PSNR of the training views against their (exposed) photos, each in its own code or the fixed one."""
+def train_views_psnr(trainer: Trainer, scene, gains: dict, own_map: bool) -> float:
+    """Mean PSNR of the training views against their (exposed) photos, each under its own map or a novel view's."""
     train = scene.split_indices("train")
     scores = []
     for k, i in enumerate(train[::4]):
         view = render_view(trainer.model, scene.cameras, int(i), scene.render_background, trainer.cfg.render,
-                           trainer.device, image=int(k * 4) if own_code else None)
+                           trainer.device, image=int(k * 4) if own_map else None)
         scores.append(psnr(view.rgb, target_image(scene.images[int(i)], scene.render_background)))
     return float(np.mean(scores))
 
 
-def brightness_per_code(trainer: Trainer, scene) -> np.ndarray:
-    """(n_train,) each training view's subject rendered in its own code, over its brightness in the fixed code."""
+def brightness_per_map(trainer: Trainer, scene) -> np.ndarray:
+    """(n_train,) each training view's subject rendered under its own map, over its brightness as a novel view."""
     ratios = []
     for k, i in enumerate(scene.split_indices("train")):
         own, fixed = (render_view(trainer.model, scene.cameras, int(i), scene.render_background, trainer.cfg.render,
-                                  trainer.device, image=code).rgb for code in (k, None))
+                                  trainer.device, image=image).rgb for image in (k, None))
         subject = np.abs(fixed - fixed[0, 0]).sum(-1) > 0.05  # the corner pixel is background
         ratios.append(own[subject].mean() / fixed[subject].mean())
     return np.asarray(ratios)
 
 
-@pytest.mark.parametrize("kind", ["codes", "maps"])
-def test_per_image_appearance_carries_each_photos_exposure(exposures, trained, kind):
+def test_color_maps_carry_each_photos_exposure(exposures, trained):
     scene, gains = exposures
-    plain = train_views_psnr(trained["plain"], scene, gains, own_code=False)
-    own = train_views_psnr(trained[kind], scene, gains, own_code=True)
-    assert own > plain + 1.0, (own, plain)  # one field cannot be both dark and bright; the codes or maps can
-    ratios = brightness_per_code(trained[kind], scene)
+    plain = train_views_psnr(trained["plain"], scene, gains, own_map=False)
+    own = train_views_psnr(trained["maps"], scene, gains, own_map=True)
+    assert own > plain + 1.0, (own, plain)  # one field cannot be both dark and bright; the maps can
+    ratios = brightness_per_map(trained["maps"], scene)
     exposure = [gains[int(i)] for i in scene.split_indices("train")]
-    assert np.corrcoef(ratios, exposure)[0, 1] > 0.8, ratios  # each code or map brightens as its photo's gain
+    assert np.corrcoef(ratios, exposure)[0, 1] > 0.8, ratios  # each map brightens as its photo's gain
     test_plain = trained["plain"].evaluate(with_lpips=False, write=False)["mean"]["psnr"]
-    test_own = trained[kind].evaluate(with_lpips=False, write=False)["mean"]["psnr"]
-    assert test_own > test_plain - 1.0, (test_own, test_plain)  # the mean code / identity renders the mean exposure
+    test_own = trained["maps"].evaluate(with_lpips=False, write=False)["mean"]["psnr"]
+    assert test_own > test_plain - 1.0, (test_own, test_plain)  # the identity renders the mean exposure
 
 
 def test_color_maps_are_centered_and_saved(trained):

@@ -1,0 +1,33 @@
+"""How deep each ray's radiance comes from (`weight_spread`): the thickness of a rendered surface, which
+benchmarks/mesh_quality.py reports beside its meshes. Checked by benchmarks/test_weight_spread.py
+(`python -m pytest benchmarks/test_weight_spread.py`)."""
+
+from __future__ import annotations
+
+import torch
+
+from voxnerf.render.model import Model
+from voxnerf.render.renderer import RenderConfig, march_samples
+from voxnerf.render.volrend import accumulate, render_weights
+
+
+@torch.no_grad()
+def weight_spread(model: Model, origins: torch.Tensor, dirs: torch.Tensor, cfg: RenderConfig) -> torch.Tensor:
+    """How deep each ray's radiance comes from: the standard deviation of the march parameter (the distance
+    along the ray inside the unit box) under the ray's compositing weights, in cells of the model's grid (about 0
+    for an opaque surface, several cells for a haze).
+
+    Args:
+        origins, dirs: (R, 3) rays in unit-box coordinates, dirs unit length.
+        cfg: the sampling and skipping thresholds rays are marched with (mid-step samples, as in renders).
+    Returns:
+        (R,) float32; 0 for rays that gather no weight.
+    """
+    estimator = model.estimator
+    _, samples, _ = march_samples(model, origins, dirs, cfg, None)
+    weights, _ = render_weights(model.field.density(samples.lookup), samples.delta, samples.ray_idx)
+    moments = accumulate(weights, samples.ray_idx, len(origins), torch.stack([samples.u, samples.u.square()], -1))
+    total = accumulate(weights, samples.ray_idx, len(origins)).clamp_min(1e-9)
+    mean = moments[:, 0] / total
+    variance = (moments[:, 1] / total - mean.square()).clamp_min(0)
+    return variance.sqrt() * estimator.space.inner_scale / estimator.cell_size
