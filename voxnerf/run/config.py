@@ -34,7 +34,7 @@ class Level:
 class OptimConfig:
     lr_grid: float = 0.1  # Adam learning rate of the grid's density and features
     lr_decoder: float = 5e-3  # Adam learning rate of the color MLP (1e-3 learned it too slowly for a 300 s CPU
-    #                            run: lego_100 +0.3 dB, real photos +0.4-0.5 dB; benchmarks/RESULTS.md, issue 25)
+    #                            run: lego_100 +0.3 dB, real photos +0.4-0.5 dB; benchmarks/log/2026-11-25-real-captures-300s.md)
     lr_color_maps: float = 1e-3  # Adam learning rate of the per-image color maps (field.color_maps)
     lr_final_ratio: float = 0.1  # learning rates decay exponentially to this fraction at the end
     lr_ranks: str = "sqrt"  # N data-parallel ranks average N batches a step: rates x sqrt(N) | x N ("linear")
@@ -44,7 +44,7 @@ class OptimConfig:
     entropy_weight: float = 1e-3  # binary-entropy penalty on ray opacity: no haze in front of the background (DVGO)
     alpha_weight: float = 0.01  # binary cross-entropy of ray opacity against the pixel's alpha (masks, transparent
     #                              backgrounds): the silhouette as a loss of its own, beside the colors on random
-    #                              backgrounds (benchmarks/RESULTS.md, issue 39 item 3)
+    #                              backgrounds (benchmarks/log/2026-12-06-silhouette-glare.md)
     sparsity_weight: float = 0.0  # L1 penalty on sample opacity (pushes empty space to zero density; erodes thin parts)
     distortion_weight: float = 0.0  # Mip-NeRF 360 distortion loss per ray: weight in one stretch (floaters, haze)
     tv_density: float = 0.0  # total variation on the raw density of the grid's vertices a step reads (smooths floaters)
