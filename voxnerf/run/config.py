@@ -34,7 +34,8 @@ class Level:
 class OptimConfig:
     lr_grid: float = 0.1  # Adam learning rate of the grid's density and features
     lr_decoder: float = 5e-3  # Adam learning rate of the color MLP (1e-3 learned it too slowly for a 300 s CPU
-    #                            run: lego_100 +0.3 dB, real photos +0.4-0.5 dB; benchmarks/log/2026-11-25-real-captures-300s.md)
+    #                            run: lego_100 +0.3 dB, real photos +0.4-0.5 dB;
+    #                            benchmarks/log/2026-11-25-real-captures-300s.md)
     lr_color_maps: float = 1e-3  # Adam learning rate of the per-image color maps (field.color_maps)
     lr_final_ratio: float = 0.1  # learning rates decay exponentially to this fraction at the end
     lr_ranks: str = "sqrt"  # N data-parallel ranks average N batches a step: rates x sqrt(N) | x N ("linear")
