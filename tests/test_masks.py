@@ -92,6 +92,18 @@ def test_the_box_holds_a_thin_part_and_a_part_few_photos_frame(make_scene):
     np.testing.assert_allclose(box[:, :2], np.stack([center[:2] - 0.4, center[:2] + 0.4]), atol=0.1)
 
 
+def test_a_point_of_the_hull_is_seen_by_three_views_however_few_the_cameras(make_scene):
+    """Nine cameras: a tenth of them is less than one view, so a point that one camera alone sees inside its mask
+    (far out along its silhouette's cone) was in the hull, and the box grew to the whole loose box."""
+    from voxnerf.data.hull import bounds_from_masks
+
+    scene = make_scene(n=9, size=(96, 80), intrinsics=(110.0, 110.0, 48.0, 40.0), distortion=(0.0,) * 4)
+    center, radius = np.asarray(scene.bbox).mean(0), 0.4
+    loose = np.stack([center - 2.5, center + 2.5])
+    box = bounds_from_masks(scene.cameras, sphere_masks(scene.cameras, center, radius), loose)
+    np.testing.assert_allclose(box, np.stack([center - radius, center + radius]), atol=0.1)
+
+
 def sphere_capture(make_scene, shifted: int | None = None):
     """A 16-view capture of a sphere with exact masks; view `shifted`'s mask moved 6 px to the right (its pose or
     mask is off)."""

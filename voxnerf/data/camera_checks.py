@@ -84,7 +84,8 @@ def check_one_size(paths: list[Path], sizes: np.ndarray) -> None:
     """All images sharing one camera model must share one size; name the first that differs."""
     for p, s in zip(paths, sizes):
         if tuple(s) != tuple(sizes[0]):
-            raise SceneError(p, f"image is {s[0]}x{s[1]}, the others are {sizes[0][0]}x{sizes[0][1]} (mixed sizes within one camera)")
+            raise SceneError(p, f"image is {s[0]}x{s[1]}, the others are {sizes[0][0]}x{sizes[0][1]} (mixed sizes "
+                                f"within one camera)")
 
 
 def cameras_for_images(cameras: Cameras, paths: list[Path], sizes: np.ndarray, downscale: int = 1) -> Cameras:

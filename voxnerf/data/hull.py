@@ -16,7 +16,8 @@ from voxnerf.data.rays import pixels_seen
 from voxnerf.system.progress import track
 
 OUTVOTED = 0.1  # a point stays in the hull when at most this share of the masks that judge it leave it out
-HULL_SEEN_SHARE = 0.1  # a point of the masks' visual hull is seen by at least this share of the cameras
+HULL_SEEN_SHARE = 0.1  # a point of the masks' visual hull is seen by at least this share of the cameras ...
+HULL_LEAST_VIEWS = 3  # ... and by no fewer cameras than this (what one or two masks share is no carving)
 HULL_LEAST_PIECE = 0.01  # ... in a piece of at least this share of the largest one's lattice points
 HULL_GROWTH = 0.25  # the second lattice of `bounds_from_masks` spans the first pass's box grown by this much a side
 
@@ -46,14 +47,16 @@ def hull_box(cameras: Cameras, masks: list[np.ndarray], bbox: np.ndarray, n: int
     """(2, 3) box of the points of an n^3 lattice over `bbox` in the masks' visual hull, padded by one lattice step;
     None when no point is in it.
 
-    A point is in the hull when at least HULL_SEEN_SHARE of the cameras see it and no more of those than `outvoted`
-    allows see it outside their mask. Points only a few cameras see are what a few masks cannot carve away; a part of the
-    object that only some photos frame (a statue's pedestal, cropped from most internet photos) is still seen by a
-    tenth of them. A point one camera's mask leaves out stays when ten or more cameras see it and the others keep it
-    (a mask or pose a few pixels off would otherwise cut thin parts). Of the hull's pieces (26-connected on the
-    lattice) those with fewer than HULL_LEAST_PIECE of the largest one's points are left out: a lone lattice point
-    that a few masks happen to agree on would otherwise stretch the box (moldGoldCape_8: one point, 1 unit below a
-    2-unit object). `desc` names the progress bar."""
+    A point is in the hull when at least HULL_SEEN_SHARE of the cameras see it, and at least HULL_LEAST_VIEWS, and no
+    more of those than `outvoted` allows see it outside their mask. Points only a few cameras see are what a few masks
+    cannot carve away (with under 30 cameras a tenth is one or two views, whose silhouette cones alone reach far
+    past the object); a part of the object that only some photos frame (a statue's pedestal, cropped from most
+    internet photos) is still seen by a tenth of them. A point one camera's mask leaves out stays when ten or more
+    cameras see it and the others keep it (a mask or pose a few pixels off would otherwise cut thin parts). Of the
+    hull's pieces (26-connected on the lattice) those with fewer than HULL_LEAST_PIECE of the largest one's points
+    are left out: a lone lattice point that a few masks happen to agree on would otherwise stretch the box
+    (moldGoldCape_8: one point, 1 unit below a 2-unit object). With fewer than HULL_LEAST_VIEWS masks no point is in
+    it. `desc` names the progress bar."""
     axes = [np.linspace(lo, hi, n) for lo, hi in zip(bbox[0], bbox[1])]
     points = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 3)
     inside_masks, seen = np.zeros(len(points), np.int64), np.zeros(len(points), np.int64)
@@ -61,7 +64,7 @@ def hull_box(cameras: Cameras, masks: list[np.ndarray], bbox: np.ndarray, n: int
         px, inside = pixels_seen(cameras, i, points, mask.shape)
         inside_masks[inside] += mask[px[inside, 1], px[inside, 0]] > 0
         seen += inside
-    hull = (seen >= max(HULL_SEEN_SHARE * len(masks), 1)) & (seen - inside_masks <= outvoted(seen))
+    hull = (seen >= max(HULL_SEEN_SHARE * len(masks), HULL_LEAST_VIEWS)) & (seen - inside_masks <= outvoted(seen))
     pieces, count = ndimage.label(hull.reshape(n, n, n), structure=np.ones((3, 3, 3)))
     if not count:
         return None

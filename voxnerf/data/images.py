@@ -84,8 +84,8 @@ def background_of(path: Path) -> np.ndarray | None:
 
 class ImageFiles(Sequence):
     """Images decoded from their files when indexed (`read_image`), none held in memory: training copies its split
-    once into uint8 tensors on its device (voxnerf.train.ray_sampler) and scoring reads each test view when it scores it,
-    so a scene never holds every split decoded beside them (lego at 800x800: 1 GB).
+    once into uint8 tensors on its device (voxnerf.train.ray_sampler) and scoring reads each test view when it
+    scores it, so a scene never holds every split decoded beside them (lego at 800x800: 1 GB).
 
     Args:
         paths: N files.
