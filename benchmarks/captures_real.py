@@ -71,7 +71,7 @@ def link_variant(capture: Path, layout: str, root: Path) -> Path:
                 if entry.name.lower() != "masks":
                     (out / entry.name).symlink_to(entry.resolve())
         return out
-    from voxnerf.data.common import list_images
+    from voxnerf.data.files import list_images
 
     poses = np.load(capture / "poses_bounds.npy")
     keep = forward_sweep(capture)

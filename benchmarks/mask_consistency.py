@@ -3,7 +3,7 @@
     python benchmarks/mask_consistency.py ../shared/data/captures/ethiopianHead_8 --run runs/head
 
 Each test view's mask pixels within `--band` px of the mask's edge are tested against the visual hull of the
-training views' masks (`voxnerf.data.hull`: a pixel's *gap* is how far outside some training mask its ray's best
+training views' masks (`voxnerf.data.mask_check`: a pixel's *gap* is how far outside some training mask its ray's best
 point still falls). A pixel is *uncovered* at a tolerance of k px when its gap exceeds k (the training masks grown
 by k px, for masks or poses that are off by that much): the training views say empty where the test view says
 object.
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from voxnerf.data import load_scene
-from voxnerf.data.hull import edge_pixels, outside_distance, pixel_gaps
+from voxnerf.data.mask_check import edge_pixels, outside_distance, pixel_gaps
 from voxnerf.run.metrics import psnr
 from voxnerf.run.scores import target_image
 

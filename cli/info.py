@@ -10,7 +10,7 @@ import typer
 
 from voxnerf.data import load_scene
 from voxnerf.data.cameras import Cameras
-from voxnerf.data.hull import ViewAgreement, mask_agreement
+from voxnerf.data.mask_check import ViewAgreement, mask_agreement
 from voxnerf.data.layout import detect_layout, top_down_axes
 from voxnerf.data.scene import Scene
 from voxnerf.errors import VoxnerfError

@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 
 import voxnerf.scenes as toy_scenes
-from voxnerf.data.writers import WRITERS
+from voxnerf.data.formats import WRITERS
 from voxnerf.errors import VoxnerfError
 
 app = typer.Typer(help="Toy scenes with known ground truth: objects and real-capture look-alikes.", no_args_is_help=True)

@@ -27,8 +27,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from voxnerf.data.cameras import Cameras, focal_from_fov, opengl_to_opencv
+from voxnerf.data.cameras import Cameras, focal_from_fov
 from voxnerf.data.cameras import look_at as camera_looking_at
+from voxnerf.data.formats import blender
 from voxnerf.data.rays import image_rays
 from voxnerf.errors import SceneError, VoxnerfError
 from voxnerf.scenes.catalog import get
@@ -104,17 +105,12 @@ def write_view(root: Path, file_path: str, rgba: np.ndarray, depth: np.ndarray) 
 
 
 def write_split(scene: ToyScene, root: Path, split: str, cameras: Cameras, n_samples: int, bar: tqdm) -> None:
-    """Render and write every view of one split and its transforms_{split}.json."""
+    """Render and write every view of one split and its transforms_{split}.json (`blender.write_transforms`)."""
     (root / split).mkdir(exist_ok=True)
-    frames = []
     for k in range(len(cameras)):
-        file_path = f"./{split}/r_{k}"
-        write_view(root, file_path, *render_view(scene, cameras, k, n_samples))
-        c2w = np.concatenate([cameras.c2w[k], [[0.0, 0.0, 0.0, 1.0]]])
-        frames.append({"file_path": file_path, "transform_matrix": opengl_to_opencv(c2w).tolist()})
+        write_view(root, blender.frame_path(split, k), *render_view(scene, cameras, k, n_samples))
         bar.update()
-    meta = {"camera_angle_x": CAMERA_ANGLE_X, "frames": frames}
-    (root / f"transforms_{split}.json").write_text(json.dumps(meta, indent=2))
+    blender.write_transforms(root, split, CAMERA_ANGLE_X, cameras)
 
 
 def make_scene(

@@ -2,7 +2,7 @@
 
 `capture_scene(name, ...)` renders it into an in-memory `voxnerf.data.scene.Scene` (opaque RGB images, cameras,
 sparse points with colors) plus ground-truth depth; `make_capture(name, out_dir, fmt)` writes that with
-`voxnerf.data.writers.write_scene` (nerfstudio, LLFF, COLMAP, or blender / neus) and adds beside it:
+`voxnerf.data.formats.write_scene` (nerfstudio, LLFF, COLMAP, or blender / neus) and adds beside it:
 
     depth/view_KKK.npy   float32 (H, W) per view, in camera order (= the format's image order, file-name order):
                          the expected distance along each pixel's unit ray direction at which the ray stops,
@@ -34,11 +34,10 @@ import torch
 from tqdm import tqdm
 
 from voxnerf.data.cameras import Cameras
-from voxnerf.data.common import split_every_nth
+from voxnerf.data.formats import WRITERS, write_scene
 from voxnerf.data.images import to_uint8
 from voxnerf.data.rays import image_rays
-from voxnerf.data.scene import Scene
-from voxnerf.data.writers import WRITERS, write_scene
+from voxnerf.data.scene import Scene, split_every_nth
 from voxnerf.errors import SceneError, VoxnerfError
 from voxnerf.scenes.captures import ASPECT, Capture, get_capture
 from voxnerf.scenes.make import SAMPLES_PER_RAY, render_object
@@ -157,7 +156,7 @@ def make_capture(name: str, out_dir: str | Path, fmt: str = "colmap", n_views: i
     The folder is created if needed and files of the same names are replaced: give each format its own folder.
 
     Args:
-        fmt: a format of `voxnerf.data.writers.WRITERS` ("nerfstudio", "llff", "colmap", "blender", "neus").
+        fmt: a format of `voxnerf.data.formats.WRITERS` ("nerfstudio", "llff", "colmap", "blender", "neus").
         downscales: factors d of extra `images_{d}/` copies (nerfstudio, llff and colmap only); each must divide
             the image width and height.
         the rest: as `capture_scene`.

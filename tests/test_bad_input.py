@@ -18,8 +18,8 @@ import pytest
 import torch
 
 from voxnerf.data import load_scene
+from voxnerf.data.formats import write_scene
 from voxnerf.data.scene import Scene
-from voxnerf.data.writers import write_scene
 from voxnerf.errors import SceneError
 from voxnerf.cli.main import main
 

@@ -10,8 +10,8 @@ import imageio.v3 as iio
 import numpy as np
 import pytest
 
-from voxnerf.data import detect_format, load_scene
-from voxnerf.data.writers import write_scene
+from voxnerf.data import load_scene
+from voxnerf.data.formats import detect_format, write_scene
 from voxnerf.errors import VoxnerfError
 
 

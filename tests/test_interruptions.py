@@ -3,6 +3,7 @@ saved, a full disk keeps the previous checkpoint, and runs are only continued or
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -12,10 +13,14 @@ import sys
 import time
 from pathlib import Path
 
+import imageio.v3 as iio
 import pytest
 import torch
 
 import voxnerf.scenes as toy_scenes
+from voxnerf.data import load_scene
+from voxnerf.data.formats import write_scene
+from voxnerf.data.formats.writing import mask_image
 from voxnerf.run.checkpoint import CHECKPOINT
 from voxnerf.run.folder import LOCK
 
@@ -223,6 +228,34 @@ def test_a_run_continues_in_the_box_it_recorded(scenes, tmp_path):
     assert result.returncode == 0, result.stderr
     resumed = torch.load(out / CHECKPOINT, weights_only=False)
     assert resumed["step"] == 20 and resumed["scene"]["bbox"] == own
+
+
+def test_a_run_whose_masks_changed_is_not_resumed(scenes, tmp_path):
+    """A masked capture's box of interest is its masks' visual hull: masks edited since the checkpoint would frame
+    another box, so --resume refuses in one line naming the mask folder (a run continued in its old box before). A
+    checkpoint of an earlier version, which recorded no masks, still resumes."""
+    sphere = load_scene(scenes[0])
+    capture = write_scene(dataclasses.replace(sphere, images=[image[..., :3] for image in sphere.images],
+                                              background=None), "llff", tmp_path / "capture")
+    (capture / "masks").mkdir()
+    for i, image in enumerate(sphere.images):
+        iio.imwrite(capture / "masks" / f"image_{i:03d}.png", mask_image(image[..., 3] > 127))
+    out = tmp_path / "run"
+    assert run("train", capture, "--out", out, *TINY, "--max-steps", "10").returncode == 0
+    for path in sorted((capture / "masks").iterdir()):
+        mask = iio.imread(path)
+        mask[:, : mask.shape[1] // 2] = 0
+        iio.imwrite(path, mask)
+    result = run("train", capture, "--out", out, "--resume", *TINY, "--max-steps", "20")
+    assert result.returncode == 2 and len(stderr_lines(result)) == 1, result.stderr
+    assert stderr_lines(result)[0].startswith(f"voxnerf: error: --resume {out / CHECKPOINT}: "), result.stderr
+    assert f"its masks in {capture / 'masks'} differ from those the run was trained on" in result.stderr
+    ckpt = torch.load(out / CHECKPOINT, weights_only=False)
+    del ckpt["scene"]["mask_fingerprint"]
+    torch.save(ckpt, out / CHECKPOINT)
+    result = run("train", capture, "--out", out, "--resume", *TINY, "--max-steps", "20")
+    assert result.returncode == 0, result.stderr
+    assert checkpoint_step(out) == 20
 
 
 def test_a_dying_peer_leaves_rank_0s_latest_state_saved(scenes, tmp_path):

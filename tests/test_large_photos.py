@@ -16,9 +16,8 @@ import pytest
 import voxnerf.scenes as toy_scenes
 from voxnerf.cli.evaluate import mean_line
 from voxnerf.data import load_scene
-from voxnerf.data.common import read_image, read_mask
-from voxnerf.data.images import resize_area
-from voxnerf.data.writers import write_scene
+from voxnerf.data.formats import write_scene
+from voxnerf.data.images import read_image, read_mask, resize_area
 from voxnerf.run.config import TrainConfig
 from voxnerf.run.load import load_run
 from voxnerf.system.progress import track

@@ -1,4 +1,5 @@
-"""Every format: a scene written by voxnerf.data.writers loads back with the same cameras, images and splits."""
+"""Every format: a scene written by voxnerf.data.formats.write_scene loads back with the same cameras, images and
+splits."""
 
 from __future__ import annotations
 
@@ -10,12 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from voxnerf.data import colmap, detect_format, load_scene, neus
-from voxnerf.data.common import split_every_nth
+from voxnerf.data import load_scene
+from voxnerf.data.formats import colmap, detect_format, neus, write_scene
 from voxnerf.data.normalize import space_for
 from voxnerf.data.rays import image_rays
-from voxnerf.data.scene import SPLITS
-from voxnerf.data.writers import write_scene
+from voxnerf.data.scene import SPLITS, split_every_nth
 
 TOL = 1e-5
 # (format, writer options, source fixture): each format gets the most general scene it can hold.

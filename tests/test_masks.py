@@ -10,9 +10,9 @@ import numpy as np
 import torch
 from typer.testing import CliRunner
 
-from voxnerf.data.hull import mask_agreement
+from voxnerf.data.formats import write_scene
+from voxnerf.data.mask_check import mask_agreement
 from voxnerf.data.space import Space
-from voxnerf.data.writers import write_scene
 from voxnerf.train.ray_sampler import RaySampler
 from voxnerf.train.presets import preset_for
 from voxnerf.cli.main import app
@@ -57,7 +57,7 @@ def sphere_masks(cameras, center: np.ndarray, radius: float, *more: tuple[np.nda
 
 
 def test_the_box_of_a_masked_capture_is_the_visual_hull_of_its_masks(make_scene):
-    from voxnerf.data.common import bounds_from_masks
+    from voxnerf.data.hull import bounds_from_masks
 
     scene = make_scene(n=24, size=(96, 80), intrinsics=(110.0, 110.0, 48.0, 40.0), distortion=(0.0,) * 4)
     center, radius = np.array([0.3, -0.1, 0.2]), 0.4
@@ -72,7 +72,7 @@ def test_the_box_holds_a_thin_part_and_a_part_few_photos_frame(make_scene):
     "pedestal" below that the zoomed-in photos (two thirds of them) leave out of frame: the box holds both
     (statueOfLiberty_2's raised arm and pedestal were outside it when one lattice over the frustums' depth range
     decided, and points had to be seen by half the cameras)."""
-    from voxnerf.data.common import bounds_from_masks
+    from voxnerf.data.hull import bounds_from_masks
 
     scene = make_scene(n=36, size=(96, 80), intrinsics=(110.0, 110.0, 48.0, 40.0), distortion=(0.0,) * 4)
     zoomed = np.arange(36) % 3 != 0
@@ -90,6 +90,18 @@ def test_the_box_holds_a_thin_part_and_a_part_few_photos_frame(make_scene):
     assert box[1, 2] >= torch_[2] + 0.06 - 0.05  # the torch's top
     assert box[0, 2] <= pedestal[2] - 0.3 + 0.05  # the pedestal's bottom
     np.testing.assert_allclose(box[:, :2], np.stack([center[:2] - 0.4, center[:2] + 0.4]), atol=0.1)
+
+
+def test_a_point_of_the_hull_is_seen_by_three_views_however_few_the_cameras(make_scene):
+    """Nine cameras: a tenth of them is less than one view, so a point that one camera alone sees inside its mask
+    (far out along its silhouette's cone) was in the hull, and the box grew to the whole loose box."""
+    from voxnerf.data.hull import bounds_from_masks
+
+    scene = make_scene(n=9, size=(96, 80), intrinsics=(110.0, 110.0, 48.0, 40.0), distortion=(0.0,) * 4)
+    center, radius = np.asarray(scene.bbox).mean(0), 0.4
+    loose = np.stack([center - 2.5, center + 2.5])
+    box = bounds_from_masks(scene.cameras, sphere_masks(scene.cameras, center, radius), loose)
+    np.testing.assert_allclose(box, np.stack([center - radius, center + radius]), atol=0.1)
 
 
 def sphere_capture(make_scene, shifted: int | None = None):

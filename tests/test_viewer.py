@@ -23,7 +23,7 @@ import viser.transforms as vtf
 
 import voxnerf.scenes as toy_scenes
 from voxnerf.data.cameras import Cameras, look_at, opengl_to_opencv
-from voxnerf.data.common import bounds_from_cameras, bounds_from_frustums
+from voxnerf.data.bounds import bounds_from_cameras, bounds_from_frustums
 from voxnerf.render.views import View
 from voxnerf.run.load import Run, load_run
 from voxnerf.run.metrics import psnr

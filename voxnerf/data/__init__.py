@@ -1,14 +1,12 @@
 """What a capture is and where it lies: the Scene (images, cameras, splits, bounds), the rays through its pixels,
 the capture's layout (object, forward, unbounded), the Space that maps it onto the grid and its normalization, and
-the loaders and writers, one module per format, chosen by what the folder holds.
+the scene formats (`voxnerf.data.formats`, one module each that reads and writes it), chosen by what the folder
+holds.
 
 May import only `voxnerf.errors` and `voxnerf.system`: every other stage reads scenes.
 
-Each format module has `NAME`, `detect(root) -> bool` and `load(root, with_images, downscale) -> Scene`.
 Every scene's cameras and splits are checked here, whatever the format (`check_cameras`, `check_splits`); loaders
-whose bounds depend on the cameras check them before computing bounds too. Detection tries FORMATS in order: LLFF
-comes before COLMAP because LLFF scenes usually ship the COLMAP model (`sparse/0/`) they were made from, and
-`poses_bounds.npy` is the more specific sign.
+whose bounds depend on the cameras check them before computing bounds too.
 """
 
 from __future__ import annotations
@@ -18,29 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
-from voxnerf.data import blender, colmap, llff, nerfstudio, neus
-from voxnerf.data.common import check_cameras, check_splits
-from voxnerf.data.scene import Scene
-from voxnerf.errors import SceneError, VoxnerfError
-
-FORMATS = [blender, nerfstudio, llff, colmap, neus]
-
-
-def detect_format(root: Path):
-    """The loader module for `root`, or SceneError listing what was looked for."""
-    for fmt in FORMATS:
-        if fmt.detect(root):
-            return fmt
-    expected = ", ".join(f.NAME for f in FORMATS)
-    raise SceneError(root, f"no known scene format here (looked for: {expected})")
-
-
-def format_named(name: str):
-    """The loader module of format `name` (`--format`), or a VoxnerfError listing the known ones."""
-    for fmt in FORMATS:
-        if fmt.NAME == name:
-            return fmt
-    raise VoxnerfError(f"format '{name}': unknown scene format (known: {', '.join(f.NAME for f in FORMATS)})")
+from voxnerf.data.camera_checks import check_cameras
+from voxnerf.data.formats import detect_format, format_named
+from voxnerf.data.scene import Scene, check_splits
+from voxnerf.errors import SceneError
 
 
 def load_scene(path: str | Path, with_images: bool = True, downscale: int = 1, format: str | None = None) -> Scene:

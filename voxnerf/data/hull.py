@@ -1,114 +1,74 @@
-"""Do a capture's masks and poses agree? Rays through mask pixels tested against the other views' visual hull.
+"""The box of the masks' visual hull: the points that enough cameras see and that most of them see inside their
+masks, found on a lattice over a looser box (the LLFF loader's box of interest for masked captures).
 
-Any geometry the masks allow lies in their visual hull: a point is in the hull when every camera that sees it sees
-it inside its mask. With exact poses and masks, every mask pixel's ray enters the hull of the *other* views' masks
-(the object is in it, so its silhouette is in the hull's). A pixel's *gap* is how far outside some other mask the
-ray's best point still falls: the smallest, over the ray's points in the scene box, of the largest distance in px
-outside a mask. Poses or masks off by k px leave gaps of about k px along the silhouette; a gap of several px is a
-view whose pose, intrinsics or mask disagrees with the rest, which no trained field can fit (its edges blur).
-
-`voxnerf info --check-masks` reports the share of each view's silhouette pixels with a gap above a tolerance;
-`benchmarks/mask_consistency.py` turns the gaps of test views into the PSNR ceiling they set.
+`outvoted` is the hull's voting rule, shared with the mask check (`voxnerf.data.mask_check`): a point stays in the
+hull when at most OUTVOTED of the masks that judge it leave it out, so that a mask or pose a few pixels off does not
+cut thin parts away.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Iterable
-
 import numpy as np
 from scipy import ndimage
 
-from voxnerf.data.rays import image_rays, pixels_seen
-from voxnerf.data.scene import Scene
-from voxnerf.data.space import box_span
-from voxnerf.errors import VoxnerfError
+from voxnerf.data.cameras import Cameras
+from voxnerf.data.rays import pixels_seen
+from voxnerf.system.progress import track
 
-RAY_CHUNK = 256  # rays whose points are projected at once
-OUTVOTED = 0.1  # mask_agreement: a point may lie outside this share of the other views' masks and stay in the hull
-
-
-def outside_distance(scene: Scene, views: Iterable[int]) -> dict[int, np.ndarray]:
-    """Per view, (H, W) Euclidean distance in px from each pixel to the view's mask (0 inside; inf everywhere for
-    an empty mask)."""
-    return {int(j): distance_outside(scene.masks[j]) for j in views}
+OUTVOTED = 0.1  # a point stays in the hull when at most this share of the masks that judge it leave it out
+HULL_SEEN_SHARE = 0.1  # a point of the masks' visual hull is seen by at least this share of the cameras ...
+HULL_LEAST_VIEWS = 3  # ... and by no fewer cameras than this (what one or two masks share is no carving)
+HULL_LEAST_PIECE = 0.01  # ... in a piece of at least this share of the largest one's lattice points
+HULL_GROWTH = 0.25  # the second lattice of `bounds_from_masks` spans the first pass's box grown by this much a side
 
 
-def distance_outside(mask: np.ndarray) -> np.ndarray:
-    """(H, W) Euclidean distance in px from each pixel to the bool `mask` (H, W): 0 inside, inf everywhere when
-    it is empty."""
-    return ndimage.distance_transform_edt(~mask) if mask.any() else np.full(mask.shape, np.inf)
+def outvoted(judges: int | np.ndarray) -> float | np.ndarray:
+    """How many of `judges` masks (any shape) may leave a point out and the point still stays in the hull."""
+    return OUTVOTED * judges
 
 
-def ray_gaps(scene: Scene, outside: dict[int, np.ndarray], origins: np.ndarray, dirs: np.ndarray,
-             samples: int, ignore: int = 0) -> np.ndarray:
-    """Gap (R,) in px of world rays (R, 3) through the scene box against the masks in `outside`: the smallest,
-    over `samples` points evenly along the ray's span in the box, of the largest distance outside a mask (points
-    a camera does not see, behind it or outside its image, do not count for it), leaving out each point's `ignore`
-    largest (a few wrong masks then do not cut the hull for everyone); inf for rays that miss the box."""
-    near, far = box_span(origins, dirs, scene.bbox)
-    t = near[:, None] + (far - near)[:, None] * np.linspace(0.0, 1.0, samples)
-    points = (origins[:, None] + t[..., None] * dirs[:, None]).reshape(-1, 3)
-    outside_by_view = np.zeros((len(outside) if ignore else 1, len(points)))  # a running max needs one row
-    for k, (j, dist) in enumerate(outside.items()):
-        px, seen = pixels_seen(scene.cameras, j, points, dist.shape)
-        row = outside_by_view[k if ignore else 0]
-        row[seen] = np.maximum(row[seen], dist[px[seen, 1], px[seen, 0]])
-    worst = -np.partition(-outside_by_view, ignore, axis=0)[ignore] if ignore else outside_by_view[0]
-    gaps = worst.reshape(len(origins), samples).min(1)
-    return np.where(far > near, gaps, np.inf)
+def bounds_from_masks(cameras: Cameras, masks: list[np.ndarray], bbox: np.ndarray, n: int = 48) -> np.ndarray:
+    """(2, 3) box of the masks' visual hull inside `bbox` (`hull_box`), in two passes: an n^3 lattice over `bbox`,
+    then one over the box it found grown by HULL_GROWTH of its size a side. A lattice over every frustum's depth
+    range is coarse (statueOfLiberty_2: 0.56 units a step for a 2.4-unit statue), and a part thinner than its step
+    (a raised arm) has no lattice point inside it; the second lattice is finer by the ratio of the two boxes (about
+    ten for the statue). A thin part reaching out past the first box by more than the growth is still lost. `bbox`
+    itself when no point is left."""
+    found = hull_box(cameras, masks, bbox, n, "masks' visual hull (coarse)")
+    if found is None:
+        return bbox
+    margin = HULL_GROWTH * (found[1] - found[0])
+    grown = np.stack([np.maximum(found[0] - margin, bbox[0]), np.minimum(found[1] + margin, bbox[1])])
+    refined = hull_box(cameras, masks, grown, n, "masks' visual hull (fine)")
+    return found if refined is None else refined
 
 
-def edge_pixels(mask: np.ndarray, band: float) -> tuple[np.ndarray, np.ndarray]:
-    """Rows and columns of the mask pixels within `band` px of its edge."""
-    inside = ndimage.distance_transform_edt(mask)
-    return np.nonzero((inside > 0) & (inside <= band))
+def hull_box(cameras: Cameras, masks: list[np.ndarray], bbox: np.ndarray, n: int, desc: str) -> np.ndarray | None:
+    """(2, 3) box of the points of an n^3 lattice over `bbox` in the masks' visual hull, padded by one lattice step;
+    None when no point is in it.
 
-
-def pixel_gaps(scene: Scene, outside: dict[int, np.ndarray], index: int, rows: np.ndarray, cols: np.ndarray,
-               samples: int, ignore: int = 0) -> np.ndarray:
-    """Gaps (P,) of view `index`'s pixels (rows, cols (P,)) against the masks in `outside` (`ray_gaps`)."""
-    if not len(rows):
-        return np.zeros(0)
-    origins, dirs = (t.numpy().astype(np.float64) for t in image_rays(scene.cameras, index))
-    flat = rows * scene.masks[index].shape[1] + cols
-    chunks = [flat[i:i + RAY_CHUNK] for i in range(0, len(flat), RAY_CHUNK)]
-    return np.concatenate([ray_gaps(scene, outside, origins[c], dirs[c], samples, ignore) for c in chunks])
-
-
-@dataclass
-class ViewAgreement:
-    """How one view's silhouette agrees with the other views' masks."""
-
-    view: int
-    name: str
-    pixels: int  # silhouette pixels tested
-    gap_p90: float  # px: the 90th percentile of their gaps
-    disagreeing: float  # share of them with a gap above the tolerance
-
-
-def mask_agreement(scene: Scene, tolerance: float = 2.0, pixels: int = 200, samples: int = 256,
-                   outvoted: float = OUTVOTED, seed: int = 0) -> list[ViewAgreement]:
-    """Each view's silhouette (up to `pixels` random mask pixels 1 px inside the edge) against the hull of the
-    other views' masks, where a point may lie outside an `outvoted` share of them (so that a few wrong views stand
-    out instead of cutting everyone's hull): the 90th percentile of its gaps and their share above `tolerance` px.
-
-    The share is of all other views, seen or not (int(outvoted * (N - 1)), none below 11 views): made for object
-    captures whose cameras all see the object; a point only a few cameras see may lie outside all their masks.
-    It catches silhouettes that stick out of the others' hull (a shifted view, a mask too large); a mask too small
-    for its view, or an empty one (pixels = 0), passes unnoticed here. Needs `scene.masks`, at least two."""
-    if len(scene.masks) < 2:
-        raise VoxnerfError(f"{scene.root}: the mask check needs at least two views with masks")
-    outside = outside_distance(scene, range(len(scene.masks)))
-    ignore = int(outvoted * (len(outside) - 1))
-    rng = np.random.default_rng(seed)
-    report = []
-    for i in range(len(scene.masks)):
-        rows, cols = edge_pixels(scene.masks[i], 1.0)
-        pick = rng.permutation(len(rows))[:pixels]
-        others = {j: d for j, d in outside.items() if j != i}
-        gaps = pixel_gaps(scene, others, i, rows[pick], cols[pick], samples, ignore)
-        p90 = float(np.percentile(gaps, 90, method="higher")) if len(gaps) else 0.0  # no inf - inf between misses
-        report.append(ViewAgreement(i, scene.image_paths[i].name, len(gaps), p90,
-                                    float((gaps > tolerance).mean()) if len(gaps) else 0.0))
-    return report
+    A point is in the hull when at least HULL_SEEN_SHARE of the cameras see it, and at least HULL_LEAST_VIEWS, and no
+    more of those than `outvoted` allows see it outside their mask. Points only a few cameras see are what a few masks
+    cannot carve away (with under 30 cameras a tenth is one or two views, whose silhouette cones alone reach far
+    past the object); a part of the object that only some photos frame (a statue's pedestal, cropped from most
+    internet photos) is still seen by a tenth of them. A point one camera's mask leaves out stays when ten or more
+    cameras see it and the others keep it (a mask or pose a few pixels off would otherwise cut thin parts). Of the
+    hull's pieces (26-connected on the lattice) those with fewer than HULL_LEAST_PIECE of the largest one's points
+    are left out: a lone lattice point that a few masks happen to agree on would otherwise stretch the box
+    (moldGoldCape_8: one point, 1 unit below a 2-unit object). With fewer than HULL_LEAST_VIEWS masks no point is in
+    it. `desc` names the progress bar."""
+    axes = [np.linspace(lo, hi, n) for lo, hi in zip(bbox[0], bbox[1])]
+    points = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 3)
+    inside_masks, seen = np.zeros(len(points), np.int64), np.zeros(len(points), np.int64)
+    for i, mask in enumerate(track(masks, desc, "mask")):
+        px, inside = pixels_seen(cameras, i, points, mask.shape)
+        inside_masks[inside] += mask[px[inside, 1], px[inside, 0]] > 0
+        seen += inside
+    hull = (seen >= max(HULL_SEEN_SHARE * len(masks), HULL_LEAST_VIEWS)) & (seen - inside_masks <= outvoted(seen))
+    pieces, count = ndimage.label(hull.reshape(n, n, n), structure=np.ones((3, 3, 3)))
+    if not count:
+        return None
+    sizes = np.bincount(pieces.ravel())[1:]
+    kept = points[np.isin(pieces.ravel(), 1 + np.nonzero(sizes >= HULL_LEAST_PIECE * sizes.max())[0])]
+    step = (bbox[1] - bbox[0]) / (n - 1)
+    return np.stack([np.maximum(kept.min(0) - step, bbox[0]), np.minimum(kept.max(0) + step, bbox[1])])

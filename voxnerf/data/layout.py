@@ -77,19 +77,11 @@ def convergence_depth(cameras: Cameras) -> float:
     return depth if depth > 0 else float("inf")
 
 
-def up_direction(cameras: Cameras) -> np.ndarray:
-    """(3,) unit mean "up" of the cameras: minus their mean y axis (OpenCV: y points down in the image); world +z
-    when those cancel out."""
-    up = -cameras.c2w[:, :, 1].mean(0)
-    norm = np.linalg.norm(up)
-    return up / norm if norm > 1e-9 else np.array([0.0, 0.0, 1.0])
-
-
 def top_down_axes(cameras: Cameras) -> np.ndarray:
-    """(2, 3) orthonormal axes a, b of the plane perpendicular to `up_direction`, with (a, b, up) right-handed:
+    """(2, 3) orthonormal axes a, b of the plane perpendicular to the cameras' `up`, with (a, b, up) right-handed:
     coordinates (x @ a, x @ b) view the scene from above, not mirrored. a is world x made perpendicular to up
     (world y when x is within about 25 degrees of up), so a z-up scene is drawn with x right and y up."""
-    up = up_direction(cameras)
+    up = cameras.up
     helper = np.eye(3)[0] if abs(up[0]) < 0.9 else np.eye(3)[1]
     a = helper - (helper @ up) * up
     a /= np.linalg.norm(a)

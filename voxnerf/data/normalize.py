@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from voxnerf.data.cameras import Cameras
-from voxnerf.data.common import bounds_from_cameras
+from voxnerf.data.bounds import bounds_from_cameras
 from voxnerf.data.footprint import resolved_depth
 from voxnerf.data.scene import Scene
 from voxnerf.data.space import NEAR_MARGIN, Box, Contract, Ndc, Space

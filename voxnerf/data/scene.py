@@ -1,4 +1,5 @@
-"""The Scene: images, cameras, splits and bounds, whatever format they came from."""
+"""The Scene: images, cameras, splits and bounds, whatever format they came from; the split of views held out for
+testing where a format gives none, and the check that a scene has views to train on."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 
 from voxnerf.data.cameras import Cameras
 from voxnerf.data.images import resized
+from voxnerf.errors import SceneError
 
 SPLITS = ("train", "val", "test")
 
@@ -28,9 +30,9 @@ class Scene:
         bbox: (2, 3) float64 min and max corner of the axis-aligned box of interest, world units.
         near, far: distance range along rays that holds the scene, world units.
         background: (3,) float RGB in [0, 1] that transparent pixels stand for, or None if images are opaque.
-        images: N uint8 arrays (H, W, 3 or 4), a list or files decoded on access (voxnerf.data.common.ImageFiles),
+        images: N uint8 arrays (H, W, 3 or 4), a list or files decoded on access (voxnerf.data.images.ImageFiles),
             or None when loaded with `with_images=False`.
-        masks: N bool arrays (H, W) of foreground, a list or files decoded on access (voxnerf.data.common.MaskFiles),
+        masks: N bool arrays (H, W) of foreground, a list or files decoded on access (voxnerf.data.images.MaskFiles),
             or None when the format has none.
         points: (P, 3) float64 sparse 3D points (e.g. from COLMAP), or None.
     """
@@ -125,3 +127,19 @@ class Scene:
             "masks": self.has_masks,
             "points": 0 if self.points is None else int(len(self.points)),
         }
+
+
+def split_every_nth(n: int, hold: int = 8) -> dict[str, np.ndarray]:
+    """The LLFF convention: every `hold`-th image is held out for testing (and validation)."""
+    idx = np.arange(n)
+    test = idx[::hold]
+    return {"train": np.setdiff1d(idx, test), "val": test, "test": test}
+
+
+def check_splits(splits: dict[str, np.ndarray], source: Path) -> None:
+    """A scene needs training views (test views are needed by `train`, which checks them itself)."""
+    train = splits.get("train", np.zeros(0))
+    if not len(train):
+        total = len(np.unique(np.concatenate([np.asarray(v, np.int64) for v in splits.values()])))
+        raise SceneError(source, f"no training views ({total} image{'s' * (total != 1)} in all, every one held "
+                                 f"out for val/test)")

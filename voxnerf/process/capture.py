@@ -13,7 +13,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from voxnerf.data import colmap
+from voxnerf.data.formats import colmap
 from voxnerf.errors import VoxnerfError
 from voxnerf.process.frames import copy_images, downscaled_copies, extract_frames, is_video
 from voxnerf.process.sfm import SfmOptions, reconstruct, undistort

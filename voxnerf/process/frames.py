@@ -9,9 +9,9 @@ from pathlib import Path
 import imageio.v3 as iio
 import imageio_ffmpeg
 import numpy as np
-from skimage.transform import resize
 
-from voxnerf.data.common import list_images, read_image
+from voxnerf.data.files import list_images
+from voxnerf.data.images import downscaled, read_image
 from voxnerf.errors import VoxnerfError
 
 VIDEO_SUFFIXES = (".mp4", ".mov", ".m4v", ".avi", ".mkv", ".webm")
@@ -62,7 +62,8 @@ def copy_images(source: Path, folder: Path) -> list[Path]:
 
 
 def downscaled_copies(folder: Path, names: list[str], factors: tuple[int, ...]) -> list[Path]:
-    """folder_{d}/NAME for each factor d: the image area-averaged to round(size / d) (what the loaders accept).
+    """folder_{d}/NAME for each factor d: the image area-averaged to round(size / d) (`downscaled`: what the loaders
+    accept, and what `--downscale` resizes a capture without copies to).
 
     Returns:
         The folders written.
@@ -72,10 +73,7 @@ def downscaled_copies(folder: Path, names: list[str], factors: tuple[int, ...]) 
         target = folder.with_name(f"{folder.name}_{d}")
         target.mkdir(exist_ok=True)
         for name in names:
-            image = read_image(folder / name)
-            size = (max(1, round(image.shape[0] / d)), max(1, round(image.shape[1] / d)))
-            small = resize(image, size, anti_aliasing=True, preserve_range=True)
-            iio.imwrite(target / name, np.round(small).astype(np.uint8))
+            iio.imwrite(target / name, downscaled(read_image(folder / name), d))
         written.append(target)
     return written
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pycolmap
 
-from voxnerf.data import colmap
+from voxnerf.data.formats import colmap
 from voxnerf.errors import VoxnerfError
 
 MATCHERS = ("exhaustive", "sequential")

@@ -144,15 +144,52 @@ def scene_fingerprint(scene) -> str:
     return digest.hexdigest()[:16]
 
 
+def mask_fingerprint(scene) -> str | None:
+    """A short hash of a loaded Scene's foreground masks (every 7th pixel of each), which the checkpoint keeps beside
+    `scene_fingerprint`: a masked capture's box of interest is its masks' visual hull, so masks edited since would
+    frame another. None for a scene without masks."""
+    if scene.masks is None:
+        return None
+    digest = hashlib.sha1()
+    for mask in track(scene.masks, "reading masks for the run's fingerprint", "mask"):
+        digest.update(np.packbits(np.asarray(mask, bool).reshape(-1)[::7]).tobytes())
+    return digest.hexdigest()[:16]
+
+
+def scene_fingerprints(scene) -> dict[str, str | None]:
+    """What a checkpoint's scene record keeps of the scene's content: "fingerprint" (`scene_fingerprint`) and
+    "mask_fingerprint" (`mask_fingerprint`)."""
+    return {"fingerprint": scene_fingerprint(scene), "mask_fingerprint": mask_fingerprint(scene)}
+
+
+def mask_mismatch(recorded: str | None, scene) -> str | None:
+    """Why `scene`'s masks are not those of a checkpoint whose mask fingerprint is `recorded`, or None when they
+    are: the mask folder is named."""
+    if recorded == mask_fingerprint(scene):
+        return None
+    mask_paths = scene.extras.get("mask_paths")
+    folder = Path(mask_paths[0]).parent if mask_paths else Path(scene.root)
+    if recorded is None:
+        return f"it has masks ({folder}), the run was trained without masks"
+    if scene.masks is None:
+        return f"it has no masks ({folder}), the run was trained with masks"
+    return f"its masks in {folder} differ from those the run was trained on"
+
+
 def scene_mismatch(recorded: dict, scene) -> str | None:
     """Why `scene` (a loaded Scene, images included) is not the scene a checkpoint's `recorded` scene dict
-    (`SceneRecord.to_dict`, with the fingerprint `Trainer.checkpoint` adds) describes, or None when it is. A scene
-    folder moved elsewhere still matches, and so does a box of interest that this version frames otherwise (the masks'
-    visual hull: the run keeps its own); checkpoints without a fingerprint are compared by format and bounds."""
+    (`SceneRecord.to_dict`, with the fingerprints `Trainer.checkpoint` adds: `scene_fingerprints`) describes, or None
+    when it is. A scene folder moved elsewhere still matches, and so does a box of interest that this version frames
+    otherwise from the same masks (the masks' visual hull: the run keeps its own); masks are compared where the
+    checkpoint recorded them (earlier versions did not), and checkpoints without a fingerprint by format and
+    bounds."""
     if scene.format != recorded["format"]:
         return f"it is a {scene.format} scene, the run was trained on a {recorded['format']} scene"
     if "fingerprint" in recorded and recorded["fingerprint"] != scene_fingerprint(scene):
         return "its cameras or images differ from those the run was trained on"
+    why = mask_mismatch(recorded["mask_fingerprint"], scene) if "mask_fingerprint" in recorded else None
+    if why:
+        return why
     bbox = np.asarray(recorded["bbox"], np.float64)  # compared only without a fingerprint: with the same cameras
     #                                                   and photos the run keeps the box it recorded
     if "fingerprint" not in recorded and not np.allclose(np.asarray(scene.bbox), bbox, rtol=1e-4,

@@ -20,7 +20,7 @@ from voxnerf.render.renderer import RenderConfig, render_rays
 from voxnerf.render.views import View, render_view
 from voxnerf.run.checkpoint import CHECKPOINT, load_checkpoint, save_atomic
 from voxnerf.run.config import LR_RANK_RULES, TrainConfig, config_to_dict
-from voxnerf.run.folder import scene_fingerprint
+from voxnerf.run.folder import scene_fingerprints
 from voxnerf.run.load import SceneRecord
 from voxnerf.run.metrics import mse_to_psnr
 from voxnerf.run.scores import score_split, write_scores
@@ -71,7 +71,7 @@ class Trainer:
         self.own_time = 0.0  # this process's training time to the end of its last step (rank 0's is the job's)
         self.eval_at = sorted(eval_at)
         self.stop = StopRequest()  # enter it (as train_run does) to stop between steps on SIGINT and SIGTERM
-        self.fingerprint = scene_fingerprint(scene)  # checkpoints name their scene's content (voxnerf.run.folder)
+        self.fingerprints = scene_fingerprints(scene)  # checkpoints name their scene's content (voxnerf.run.folder)
         self.snapshots: list[dict] = []
         space = space_for(scene, cfg.space, cfg.contract_inner, cfg.levels[-1].resolution)
         train_cameras = scene.cameras.subset(scene.split_indices("train"))
@@ -137,7 +137,7 @@ class Trainer:
             "rng": self.generator.get_state(),
             "rng_device": self.generator.device.type,
             "scaler": self.scaler.state_dict(),
-            "scene": {**SceneRecord.of(self.scene, self.model.space).to_dict(), "fingerprint": self.fingerprint},
+            "scene": {**SceneRecord.of(self.scene, self.model.space).to_dict(), **self.fingerprints},
             "snapshots": self.snapshots,
         }, self.out / CHECKPOINT)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from voxnerf.data.cameras import Cameras, opengl_to_opencv
-from voxnerf.data.common import read_json, require, require_number
+from voxnerf.data.files import read_json, require, require_number
 from voxnerf.errors import SceneError
 
 

@@ -19,18 +19,13 @@ from pathlib import Path
 
 import numpy as np
 
+from voxnerf.data.bounds import near_far_from_box
+from voxnerf.data.camera_checks import check_one_size
 from voxnerf.data.cameras import Cameras
-from voxnerf.data.common import (
-    background_of,
-    check_one_size,
-    list_images,
-    load_images,
-    load_masks,
-    near_far_from_box,
-    read_numpy,
-    split_every_nth,
-)
-from voxnerf.data.scene import Scene
+from voxnerf.data.files import list_images, read_numpy
+from voxnerf.data.formats.writing import mask_image, require_holds, world_to_camera, write_images
+from voxnerf.data.images import background_of, load_images, load_masks
+from voxnerf.data.scene import Scene, split_every_nth
 from voxnerf.errors import SceneError
 
 NAME = "neus"
@@ -154,3 +149,27 @@ def _mask_paths(root: Path, n: int) -> list[Path] | None:
     if len(paths) != n:
         raise SceneError(root / "mask", f"holds {len(paths)} masks for {n} images")
     return paths
+
+
+def write(scene: Scene, out: Path) -> None:
+    """cameras_sphere.npz, image/*.png and mask/*.png.
+
+    scale_mat maps the unit sphere onto the sphere through the corners of the scene's box, so that NeuS sees the
+    whole box; loaded back, the box is the cube around that sphere (sqrt(3) times wider than a cubic box).
+    """
+    cams = scene.cameras
+    require_holds(not np.any(cams.distortion), NAME, "lens distortion")
+    require_holds(len({tuple(s) for s in cams.sizes}) == 1, NAME, "images of different sizes")
+    scale_mat = np.eye(4) * 0.5 * np.linalg.norm(scene.bbox[1] - scene.bbox[0])
+    scale_mat[:, 3] = [*scene.center, 1.0]
+    arrays = {}
+    for i in range(len(cams)):
+        fx, fy, cx, cy = cams.intrinsics[i]
+        k = np.array([[fx, 0, cx, 0], [0, fy, cy, 0], [0, 0, 1, 0], [0, 0, 0, 1]])
+        arrays[f"world_mat_{i}"] = k @ world_to_camera(cams.c2w[i])
+        arrays[f"scale_mat_{i}"] = scale_mat
+    np.savez(out / FILE, **arrays)
+    names = [f"{i:03d}.png" for i in range(len(cams))]
+    write_images(scene.images, out, "image", names)
+    if scene.masks is not None:
+        write_images([mask_image(m) for m in scene.masks], out, "mask", names)

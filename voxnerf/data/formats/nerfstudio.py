@@ -21,27 +21,21 @@ from pathlib import Path
 
 import numpy as np
 
+from voxnerf.data.bounds import bounds_from_cameras, near_far_from_box
+from voxnerf.data.camera_checks import cameras_for_images, check_cameras, check_one_size, check_pose
 from voxnerf.data.cameras import Cameras, focal_from_fov, opengl_to_opencv
-from voxnerf.data.common import (
-    background_of,
-    bounds_from_cameras,
-    cameras_for_images,
-    check_cameras,
-    check_one_size,
-    check_pose,
+from voxnerf.data.files import (
     find_image,
     image_folder,
-    load_images,
-    load_masks,
-    near_far_from_box,
     read_json,
     require,
     require_angle,
     require_file_name,
     require_number,
-    split_every_nth,
 )
-from voxnerf.data.scene import SPLITS, Scene
+from voxnerf.data.formats.writing import mask_image, opengl_matrix, save_json, write_images
+from voxnerf.data.images import background_of, load_images, load_masks
+from voxnerf.data.scene import SPLITS, Scene, split_every_nth
 from voxnerf.errors import SceneError
 
 NAME = "nerfstudio"
@@ -211,3 +205,35 @@ def _mask_paths(root: Path, frames: list[dict], meta_path: Path, downscale: int)
         return [find_image(root / f["mask_path"]) for f in frames]
     folder = image_folder(root, "masks", downscale)
     return [find_image(folder / Path(f["mask_path"]).name) for f in frames]
+
+
+def write(scene: Scene, out: Path, split_lists: bool = False, aabb_scale: float | None = None,
+                     downscales: tuple[int, ...] = ()) -> None:
+    """transforms.json (OPENCV model; shared intrinsics at the top when all cameras agree), images/frame_*.png."""
+    cams = scene.cameras
+    names = [f"frame_{i + 1:05d}.png" for i in range(len(cams))]
+    write_images(scene.images, out, "images", names, downscales)
+    shared = all(_nerfstudio_camera(cams, i) == _nerfstudio_camera(cams, 0) for i in range(len(cams)))
+    meta = {"camera_model": "OPENCV", **(_nerfstudio_camera(cams, 0) if shared else {})}
+    if aabb_scale is not None:
+        meta["aabb_scale"] = aabb_scale
+    frames = []
+    for i, name in enumerate(names):
+        frame = {"file_path": f"images/{name}", "transform_matrix": opengl_matrix(cams, i)}
+        frames.append(frame | ({} if shared else _nerfstudio_camera(cams, i)))
+    if scene.masks is not None:
+        write_images([mask_image(m) for m in scene.masks], out, "masks", names, downscales)
+        for frame, name in zip(frames, names):
+            frame["mask_path"] = f"masks/{name}"
+    meta["frames"] = frames
+    if split_lists:
+        for split, index in scene.splits.items():
+            meta[f"{split}_filenames"] = [frames[i]["file_path"] for i in index]
+    save_json(out / "transforms.json", meta)
+
+
+def _nerfstudio_camera(cams: Cameras, i: int) -> dict:
+    fx, fy, cx, cy = cams.intrinsics[i].tolist()
+    k1, k2, p1, p2 = cams.distortion[i].tolist()
+    w, h = cams.sizes[i].tolist()
+    return {"fl_x": fx, "fl_y": fy, "cx": cx, "cy": cy, "w": w, "h": h, "k1": k1, "k2": k2, "p1": p1, "p2": p2}

@@ -17,21 +17,14 @@ from pathlib import Path
 
 import numpy as np
 
+from voxnerf.data.bounds import bounds_from_frustums
+from voxnerf.data.camera_checks import cameras_for_images
 from voxnerf.data.cameras import Cameras
-from voxnerf.data.common import (
-    background_of,
-    bounds_from_frustums,
-    bounds_from_masks,
-    cameras_for_images,
-    find_masks,
-    image_folder,
-    list_images,
-    load_images,
-    load_masks,
-    read_numpy,
-    split_every_nth,
-)
-from voxnerf.data.scene import Scene
+from voxnerf.data.files import find_masks, image_folder, list_images, read_numpy
+from voxnerf.data.formats.writing import require_centered_pinhole, write_images
+from voxnerf.data.hull import bounds_from_masks
+from voxnerf.data.images import background_of, load_images, load_masks
+from voxnerf.data.scene import Scene, split_every_nth
 from voxnerf.errors import SceneError
 
 NAME = "llff"
@@ -116,3 +109,13 @@ def llff_from_cameras(cameras: Cameras) -> np.ndarray:
     w, h = cameras.sizes.T
     hwf = np.stack([h, w, cameras.intrinsics[:, 0]], -1).astype(np.float64)
     return np.concatenate([rotation, hwf[:, :, None]], -1)
+
+
+def write(scene: Scene, out: Path, downscales: tuple[int, ...] = ()) -> None:
+    """poses_bounds.npy and images/image_*.png. Each view's near / far bounds are `scene.extras["view_bounds"]`
+    (N, 2) when present, else the scene's near / far."""
+    cams = scene.cameras
+    require_centered_pinhole(cams, NAME)
+    bounds = scene.extras.get("view_bounds", np.tile([scene.near, scene.far], (len(cams), 1)))
+    np.save(out / FILE, np.concatenate([llff_from_cameras(cams).reshape(-1, 15), bounds], 1))
+    write_images(scene.images, out, "images", [f"image_{i:03d}.png" for i in range(len(cams))], downscales)

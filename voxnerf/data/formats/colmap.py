@@ -11,6 +11,7 @@ image observes (0.1th-99.9th percentile, as LLFF's imgs2poses does), and each ca
 (`Cameras.near`) from the depths of the points its image observes (the 0.1th percentile, as imgs2poses writes per
 view). Without points (points3D absent or empty) the bounds come from the cameras, and cameras have no own near.
 
+`write` writes a scene as such a model (test fixtures and toy captures), observations by projection.
 `voxnerf process` writes its models with pycolmap, but reading stays here: pycolmap's reader (4.2.1) does not
 check a file's length, so a truncated cameras.bin loads as garbage without an error and a truncated images.bin
 kept it busy for over a minute, where this reader names the file and says it is truncated.
@@ -23,19 +24,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 
+from voxnerf.data.bounds import bounds_from_cameras, bounds_from_points
+from voxnerf.data.camera_checks import cameras_for_images
 from voxnerf.data.cameras import Cameras
-from voxnerf.data.common import (
-    background_of,
-    bounds_from_cameras,
-    bounds_from_points,
-    cameras_for_images,
-    find_image,
-    image_folder,
-    load_images,
-    split_every_nth,
-)
-from voxnerf.data.scene import Scene
+from voxnerf.data.files import find_image, image_folder
+from voxnerf.data.formats.writing import world_to_camera, write_images
+from voxnerf.data.images import background_of, load_images
+from voxnerf.data.rays import distort
+from voxnerf.data.scene import Scene, split_every_nth
 from voxnerf.errors import SceneError
 
 NAME = "colmap"
@@ -410,3 +408,105 @@ def _checked_points(path: Path, xyz: np.ndarray) -> np.ndarray:
     if not np.all(np.isfinite(xyz)):
         raise SceneError(path, "a point position contains NaN or inf")
     return xyz
+
+
+def write(scene: Scene, out: Path, binary: bool = True, downscales: tuple[int, ...] = ()) -> None:
+    """sparse/0/{cameras,images,points3D}.{bin|txt} and images/image_*.png; observations by projection."""
+    cams = scene.cameras
+    names = [f"image_{i:03d}.png" for i in range(len(cams))]
+    write_images(scene.images, out, "images", names, downscales)
+    camera_ids, camera_table = _camera_table(cams)
+    points = np.zeros((0, 3)) if scene.points is None else scene.points
+    colors = scene.extras.get("point_colors", np.full((len(points), 3), 128, np.uint8))
+    observations = [_observations(cams, i, points) for i in range(len(cams))]
+    folder = out / "sparse" / "0"
+    folder.mkdir(parents=True, exist_ok=True)
+    w2c = [world_to_camera(cams.c2w[i]) for i in range(len(cams))]
+    writer = _write_bin if binary else _write_txt
+    writer(folder, camera_table, names, w2c, camera_ids, observations, points, colors)
+
+
+def _camera_table(cams: Cameras) -> tuple[list[int], list[tuple[str, int, int, np.ndarray]]]:
+    """One COLMAP camera per distinct (size, intrinsics, distortion): each image's camera id (1-based) and the table."""
+    keys, camera_ids, table = {}, [], []
+    for i in range(len(cams)):
+        full = np.concatenate([cams.intrinsics[i], cams.distortion[i]])
+        key = (*cams.sizes[i].tolist(), *full.tolist())
+        if key not in keys:
+            keys[key] = len(keys) + 1
+            model, params = compact_params(full)
+            table.append((model, *cams.sizes[i].tolist(), params))
+        camera_ids.append(keys[key])
+    return camera_ids, table
+
+
+def _observations(cams: Cameras, i: int, points: np.ndarray) -> np.ndarray:
+    """(M, 3) pixel x, y and 1-based point id of the `points` (P, 3) in front of camera i and inside its image."""
+    w2c = world_to_camera(cams.c2w[i])
+    xyz = points @ w2c[:3, :3].T + w2c[:3, 3]
+    front = np.flatnonzero(xyz[:, 2] > 1e-9)
+    xy = torch.from_numpy(xyz[front, :2] / xyz[front, 2:])
+    coeffs = torch.from_numpy(cams.distortion[i]).expand(len(front), 4)
+    fx, fy, cx, cy = cams.intrinsics[i]
+    uv = distort(xy, coeffs).numpy() * [fx, fy] + [cx, cy]
+    inside = np.all((uv >= 0) & (uv < cams.sizes[i]), axis=1)
+    return np.concatenate([uv[inside], front[inside, None] + 1.0], 1)
+
+
+def _write_bin(folder: Path, camera_table, names, w2c, camera_ids, observations, points, colors) -> None:
+    with open(folder / "cameras.bin", "wb") as f:
+        f.write(struct.pack("<Q", len(camera_table)))
+        for cam_id, (model, width, height, params) in enumerate(camera_table, 1):
+            f.write(struct.pack("<iiQQ", cam_id, MODEL_IDS[model], width, height))
+            f.write(np.asarray(params, "<f8").tobytes())
+    with open(folder / "images.bin", "wb") as f:
+        f.write(struct.pack("<Q", len(names)))
+        for image_id, (name, m, cam_id, obs) in enumerate(zip(names, w2c, camera_ids, observations), 1):
+            f.write(struct.pack("<i7di", image_id, *rotation_to_quaternion(m[:3, :3]), *m[:3, 3], cam_id))
+            f.write(name.encode() + b"\0" + struct.pack("<Q", len(obs)))
+            record = np.zeros(len(obs), POINT2D)
+            record["xy"], record["point3d_id"] = obs[:, :2], obs[:, 2]
+            f.write(record.tobytes())
+    tracks = _tracks(observations, len(points))
+    with open(folder / "points3D.bin", "wb") as f:
+        f.write(struct.pack("<Q", len(points)))
+        for k, (xyz, rgb, track) in enumerate(zip(points, colors, tracks), 1):
+            f.write(struct.pack("<Q3d3Bd", k, *xyz, *rgb, 0.0) + struct.pack("<Q", len(track)))
+            f.write(np.array([tuple(t) for t in track], TRACK).tobytes())
+
+
+def _write_txt(folder: Path, camera_table, names, w2c, camera_ids, observations, points, colors) -> None:
+    lines = ["# Camera list with one line of data per camera:", "#   CAMERA_ID, MODEL, WIDTH, HEIGHT, PARAMS[]",
+             f"# Number of cameras: {len(camera_table)}"]
+    for cam_id, (model, width, height, params) in enumerate(camera_table, 1):
+        lines.append(f"{cam_id} {model} {width} {height} {_exact_text(params)}")
+    (folder / "cameras.txt").write_text("\n".join(lines) + "\n")
+    lines = ["# Image list with two lines of data per image:",
+             "#   IMAGE_ID, QW, QX, QY, QZ, TX, TY, TZ, CAMERA_ID, NAME",
+             "#   POINTS2D[] as (X, Y, POINT3D_ID)", f"# Number of images: {len(names)}"]
+    for image_id, (name, m, cam_id, obs) in enumerate(zip(names, w2c, camera_ids, observations), 1):
+        pose = _exact_text(np.concatenate([rotation_to_quaternion(m[:3, :3]), m[:3, 3]]))
+        lines.append(f"{image_id} {pose} {cam_id} {name}")
+        lines.append(" ".join(f"{x!r} {y!r} {int(p)}" for x, y, p in obs.tolist()))
+    (folder / "images.txt").write_text("\n".join(lines) + "\n")
+    lines = ["# 3D point list with one line of data per point:",
+             "#   POINT3D_ID, X, Y, Z, R, G, B, ERROR, TRACK[] as (IMAGE_ID, POINT2D_IDX)",
+             f"# Number of points: {len(points)}"]
+    for k, (xyz, rgb, track) in enumerate(zip(points, colors, _tracks(observations, len(points))), 1):
+        track_text = " ".join(f"{image_id} {idx}" for image_id, idx in track)
+        lines.append(f"{k} {_exact_text(xyz)} {' '.join(str(int(c)) for c in rgb)} 0.0 {track_text}".rstrip())
+    (folder / "points3D.txt").write_text("\n".join(lines) + "\n")
+
+
+def _tracks(observations: list[np.ndarray], n_points: int) -> list[list[tuple[int, int]]]:
+    """For each point, the (1-based image id, index in that image's observations) pairs that see it."""
+    tracks = [[] for _ in range(n_points)]
+    for image_id, obs in enumerate(observations, 1):
+        for idx, point_id in enumerate(obs[:, 2].astype(np.int64)):
+            tracks[point_id - 1].append((image_id, idx))
+    return tracks
+
+
+def _exact_text(values) -> str:
+    """Floats separated by spaces, each in the shortest form that reads back exactly."""
+    return " ".join(repr(float(v)) for v in values)
