@@ -19,7 +19,7 @@ import torch
 from voxnerf.data.cameras import Cameras
 from voxnerf.errors import VoxnerfError
 from voxnerf.export.query import head_on_colors
-from voxnerf.fields.sparse_grid import BRICK
+from voxnerf.fields.bricks import BRICK
 from voxnerf.run.load import Run
 
 VOXELS = ("cells", "bricks")  # what a voxel of the view is: an occupancy cell or a brick of 8^3 of them
