@@ -37,12 +37,11 @@ def train(out: Path, threads: int, extra: list[str] = ()) -> subprocess.Complete
 def render_times(run_dir: Path, sizes: list[int], views: int, threads: int) -> dict[int, list[float]]:
     """Seconds per view of each square size, rendered as the viewer renders a browser's view (`Run.render_view`
     on one camera)."""
-    import numpy as np
     import torch
 
+    from voxnerf.data.cameras import focal_from_fov
     from voxnerf.run.load import load_run
     from voxnerf.view.paths import orbit_cameras
-    from voxnerf.view.viewer import vertical_fov
 
     torch.set_num_threads(threads)
     run = load_run(run_dir)
@@ -50,7 +49,7 @@ def render_times(run_dir: Path, sizes: list[int], views: int, threads: int) -> d
     orbit = orbit_cameras(cameras, run.record.bbox.mean(0), views)
     times = {}
     for side in sizes:
-        fy = 0.5 * side / np.tan(0.5 * vertical_fov(cameras)[0])
+        fy = focal_from_fov(cameras.vertical_fov()[0], side)
         orbit.intrinsics[:] = [fy, fy, side / 2, side / 2]
         orbit.sizes[:] = side
         run.render_view(orbit, 0)  # warm-up

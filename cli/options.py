@@ -20,3 +20,11 @@ def use_threads(threads: int | None) -> None:
     if threads is not None and threads < 1:
         raise VoxnerfError(f"--threads {threads}: expected at least 1")
     thread_policy(threads or 0)
+
+
+def parse_downscales(text: str) -> tuple[int, ...]:
+    """--downscales "2,4" -> (2, 4); "" -> (); VoxnerfError naming the option otherwise."""
+    try:
+        return tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise VoxnerfError(f"--downscales {text}: expected integers separated by commas, e.g. 2,4") from None

@@ -7,16 +7,9 @@ from pathlib import Path
 import pycolmap
 import typer
 
+from voxnerf.cli.options import parse_downscales
 from voxnerf.process.capture import ProcessReport, process_capture
 from voxnerf.process.sfm import CAMERA_MODELS, MATCHERS, SfmOptions
-
-
-def parse_downscales(text: str) -> tuple[int, ...]:
-    """--downscales '2,4' -> (2, 4); '' -> ()."""
-    try:
-        return tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise typer.BadParameter(f"{text!r}: expected factors like 2,4") from None
 
 
 def print_report(report: ProcessReport) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import typer
 
 import voxnerf.scenes as toy_scenes
+from voxnerf.cli.options import parse_downscales
 from voxnerf.data.formats import WRITERS
 from voxnerf.errors import VoxnerfError
 
@@ -80,11 +81,3 @@ def refuse_capture_options(fmt: str | None, points: int | None, downscales: str)
         raise VoxnerfError("--points: toy object scenes have no sparse points")
     if downscales:
         raise VoxnerfError("--downscales: toy object scenes have no downscaled copies")
-
-
-def parse_downscales(text: str) -> tuple[int, ...]:
-    """"2,4" -> (2, 4); "" -> (); VoxnerfError naming the option otherwise."""
-    try:
-        return tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise VoxnerfError(f"--downscales {text}: expected integers separated by commas, e.g. 2,4") from None

@@ -13,18 +13,19 @@ import voxnerf
 BELOW = {  # each stage of voxnerf/ and the stages it may import (its own modules always)
     "errors": set(),
     "configs": set(),  # the presets: package data, no code
+    "ranges": set(),  # the values a numeric option may take: the configuration's and each field kind's
     "system": {"errors"},
     "data": {"errors", "system"},
     "process": {"errors", "system", "data"},
-    "fields": {"errors", "system", "data"},
-    "render": {"errors", "system", "data", "fields"},
-    "run": {"errors", "system", "data", "fields", "render"},
-    "train": {"errors", "system", "data", "fields", "render", "run", "configs"},
-    "export": {"errors", "system", "data", "fields", "render", "run"},
-    "view": {"errors", "system", "data", "fields", "render", "run", "train", "export"},
+    "fields": {"errors", "system", "data", "ranges"},
+    "render": {"errors", "system", "data", "ranges", "fields"},
+    "run": {"errors", "system", "data", "ranges", "fields", "render"},
+    "train": {"errors", "system", "data", "ranges", "fields", "render", "run", "configs"},
+    "export": {"errors", "system", "data", "ranges", "fields", "render", "run"},
+    "view": {"errors", "system", "data", "ranges", "fields", "render", "run", "train", "export"},
     "scenes": {"errors", "system", "data"},  # toy scenes with ground truth: written in the formats data/ reads
-    "cli": {"errors", "system", "data", "process", "fields", "render", "run", "train", "export", "view", "scenes",
-            "configs"},
+    "cli": {"errors", "system", "data", "process", "ranges", "fields", "render", "run", "train", "export", "view",
+            "scenes", "configs"},
 }
 MAPPED = ("voxnerf.cli", "voxnerf.scenes", "voxnerf.configs")  # subpackages whose folders are top-level in the repo
 ENTRY_POINTS = {"voxnerf", "voxnerf.__main__"}  # the package's docstring and `python -m voxnerf` (the CLI)

@@ -10,7 +10,7 @@ from voxnerf.data.cameras import Cameras, look_at
 from voxnerf.data.footprint import pixel_footprint
 from voxnerf.data.space import Box
 from voxnerf.fields.base import field_from_state
-from voxnerf.fields.sparse_grid import BRICK, BrickIndex, grown
+from voxnerf.fields.bricks import BRICK, BrickIndex, grown
 from voxnerf.fields.voxels import SparseVoxelConfig, SparseVoxelField, plus_detail
 from voxnerf.render.model import Model
 from voxnerf.render.occupancy import OccupancyConfig, OccupancyGrid

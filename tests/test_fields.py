@@ -1,7 +1,9 @@
 """The Field interface: a second, deliberately small field (a dense grid) trains, renders and exports through the
 same trainer, renderer and export code as the sparse voxel field, selected by its config entry alone."""
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -14,7 +16,8 @@ from voxnerf.errors import VoxnerfError
 from voxnerf.export import export_mesh
 from voxnerf.fields import FIELDS
 from voxnerf.fields.decoder import SIZES_PER_OCTAVE, ColorDecoder, GridFieldConfig, bucketed_rows
-from voxnerf.fields.dense import DenseGridField
+from voxnerf.fields.dense import DenseGridConfig, DenseGridField
+from voxnerf.ranges import Range
 from voxnerf.run.config import load_config
 from voxnerf.run.load import load_run
 from voxnerf.train.trainer import Trainer
@@ -45,6 +48,36 @@ def test_fields_register_by_name_and_configs_pick_them():
         load_config(None, [{"field": {"kind": "hash"}}])
     with pytest.raises(VoxnerfError, match="unknown option 'vertices'"):
         load_config(None, [{"field": {"vertices": 33}}])  # an option of another field kind
+
+
+@pytest.fixture
+def sharp_field_kind():
+    """A field kind registered for one test (and removed after it): a dense grid with a numeric option of its own,
+    `sharpness` in (0, 10], whose range its Config declares."""
+
+    @dataclass
+    class SharpConfig(DenseGridConfig):
+        kind: str = "sharp_dense_grid"
+        sharpness: float = 1.0
+
+        RANGES: ClassVar[dict[str, Range]] = {**DenseGridConfig.RANGES, "sharpness": Range(0, 10, low_open=True)}
+
+    class SharpField(DenseGridField):
+        name = "sharp_dense_grid"
+        Config = SharpConfig
+
+    yield SharpField
+    del FIELDS[SharpField.name]
+
+
+def test_a_new_field_kind_declares_the_ranges_of_its_own_numeric_options(sharp_field_kind):
+    """Nothing outside the field's module lists its options: the config loads it and checks its ranges."""
+    cfg = load_config(None, [{"field": {"kind": "sharp_dense_grid", "sharpness": 2.5, "vertices": 17}}])
+    assert isinstance(cfg.field, sharp_field_kind.Config) and cfg.field.sharpness == 2.5
+    with pytest.raises(VoxnerfError, match=r"^config: field.sharpness = 0: expected in \(0, 10\]"):
+        load_config(None, [{"field": {"kind": "sharp_dense_grid", "sharpness": 0}}])
+    with pytest.raises(VoxnerfError, match=r"^config: field.vertices = 1: expected in \[2, 1024\]"):
+        load_config(None, [{"field": {"kind": "sharp_dense_grid", "vertices": 1}}])
 
 
 def test_a_dense_grid_field_trains_on_the_toy_sphere(dense_run):

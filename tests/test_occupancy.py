@@ -4,8 +4,8 @@ import torch
 from test_grid import sphere_model, strategy
 
 from voxnerf.data.space import Box
+from voxnerf.fields.bricks import CORNERS
 from voxnerf.fields.dense import DenseGridConfig, DenseGridField
-from voxnerf.fields.sparse_grid import CORNERS
 from voxnerf.render.occupancy import OccupancyConfig, OccupancyGrid
 from voxnerf.train.strategy import refine
 

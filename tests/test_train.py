@@ -97,7 +97,8 @@ def test_the_silhouette_loss_fits_ray_opacity_to_the_photos_alpha(sphere_scene, 
     trainer = Trainer(scene, config, tmp_path / "run", torch.device("cpu"), quiet=True)
     trainer.train()
     test = scene.split_indices("test")
-    opacity = np.stack([trainer.render_view(scene.cameras, i).opacity for i in test])
+    run = trainer.as_run()
+    opacity = np.stack([run.render_view(scene.cameras, i).opacity for i in test])
     alpha = np.stack([scene.rgba(i)[..., 3] / 255.0 for i in test])
     opaque, truth = opacity > 0.5, alpha > 0.5
     assert (opaque & truth).sum() / (opaque | truth).sum() > 0.98

@@ -1,4 +1,4 @@
-"""Configuration ranges in one place, and the run folder's lock."""
+"""Configuration ranges (the training configuration's and each field kind's), and the run folder's lock."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from voxnerf.errors import VoxnerfError
 from voxnerf.fields import FIELDS
-from voxnerf.run.config import RANGES, config_to_dict, load_config, numeric_options, parse_override
+from voxnerf.run.config import config_to_dict, load_config, numeric_options, option_ranges, parse_override
 from voxnerf.run.folder import RunLock, RunLocked
 from voxnerf.train.presets import preset_path
 
@@ -17,7 +17,7 @@ from voxnerf.train.presets import preset_path
 def test_every_numeric_option_of_every_field_kind_has_a_range(kind):
     options = numeric_options(config_to_dict(load_config(None, [{"field": {"kind": kind}}])))
     assert options, "no numeric options found"
-    assert not [key for _, key, _ in options if key not in RANGES]
+    assert not [key for _, key, _ in options if key not in option_ranges(FIELDS[kind].Config)]
 
 
 @pytest.mark.parametrize("override, name", [

@@ -22,16 +22,15 @@ import torch
 import viser.transforms as vtf
 
 import voxnerf.scenes as toy_scenes
-from voxnerf.data.cameras import Cameras, look_at, opengl_to_opencv
 from voxnerf.data.bounds import bounds_from_cameras, bounds_from_frustums
+from voxnerf.data.cameras import Cameras, focal_from_fov, look_at, opengl_to_opencv
 from voxnerf.render.views import View
 from voxnerf.run.load import Run, load_run
 from voxnerf.run.metrics import psnr
 from voxnerf.train.session import prepare
 from voxnerf.train.trainer import Trainer
 from voxnerf.view.keyframes import Keyframe, interpolate, write_camera_path
-from voxnerf.view.viewer import (TrainingViewer, Viewer, browser_camera, frustum_depth, frustum_points, start_position,
-                                 vertical_fov)
+from voxnerf.view.viewer import TrainingViewer, Viewer, browser_camera, frustum_depth, frustum_points, start_position
 
 SETS = ["levels=[{until: 1.0, resolution: 32, image_scale: 1.0}]", "optim.target_samples=16384", "log_every=10"]
 TINY = ["--threads", "1", "--quiet", *[a for s in SETS for a in ("--set", s)]]
@@ -64,7 +63,7 @@ def test_a_browser_camera_at_a_training_pose_renders_that_training_view(run_dir:
     run = load_run(run_dir)
     cameras = run.training_cameras().subset([3])
     width, height = (int(s) for s in cameras.sizes[0])
-    seen = browser_camera(camera_like(cameras.c2w[0], float(vertical_fov(cameras)[0]), width / height), width)
+    seen = browser_camera(camera_like(cameras.c2w[0], float(cameras.vertical_fov()[0]), width / height), width)
     assert np.allclose(seen.c2w, cameras.c2w) and np.allclose(seen.intrinsics, cameras.intrinsics)
     assert psnr(run.render_view(seen, 0).rgb, run.render_view(cameras, 0).rgb) > 40
 
@@ -74,7 +73,7 @@ def test_saved_camera_path_holds_the_keyframes_in_the_training_cameras_frame(run
     cameras = run.training_cameras()
     viewer = Viewer(run, cameras, port=0, say=lambda _: None)
     try:
-        fov = float(vertical_fov(cameras)[0])
+        fov = float(cameras.vertical_fov()[0])
         for i in (0, 5, 9):
             viewer.add_keyframe(camera_like(cameras.c2w[i], fov, 1.5))
         viewer.fps.value, viewer.seconds.value, viewer.width.value, viewer.height.value = 10, 2.0, 96, 64
@@ -178,7 +177,7 @@ def test_no_training_frustum_shows_between_the_start_camera_and_the_scene_center
     start = look_at(start_position(cameras, bbox), center, cameras.up)
     points = frustum_samples(cameras, frustum_depth(cameras, center), np.random.default_rng(1))
     for aspect in (4 / 3, 16 / 9):  # browser windows
-        assert shown_nearer_than(start, float(vertical_fov(cameras)[0]), aspect, center, points) == 0
+        assert shown_nearer_than(start, float(cameras.vertical_fov()[0]), aspect, center, points) == 0
     assert np.linalg.norm(start[:, 3] - center) < np.linalg.norm(cameras.centers - center, axis=1).min()
 
 
@@ -203,7 +202,7 @@ def view_from(run: Run, eye: np.ndarray, width: int, height: int) -> Cameras:
     """A width x height pinhole camera at `eye` (3,) looking at the run's box center as the viewer's first view does
     (the up of the training cameras, the first one's vertical field of view)."""
     cameras = run.training_cameras()
-    fy = 0.5 * height / np.tan(0.5 * vertical_fov(cameras)[0])
+    fy = focal_from_fov(cameras.vertical_fov()[0], height)
     return Cameras(look_at(eye, run.record.bbox.mean(0), cameras.up)[None], [[fy, fy, width / 2, height / 2]],
                    [[width, height]], np.zeros((1, 4)))
 

@@ -62,6 +62,10 @@ class Cameras:
         norm = np.linalg.norm(up)
         return up / norm if norm > 1e-8 else np.array([0.0, 0.0, 1.0])
 
+    def vertical_fov(self) -> np.ndarray:
+        """(N,) vertical field of view of each camera, radians (`fov_from_focal`)."""
+        return fov_from_focal(self.intrinsics[:, 1], self.sizes[:, 1])
+
     def corner_rays(self) -> np.ndarray:
         """(N, 4, 3) world directions through the four corners of each image, scaled to a camera z of 1:
         `centers[:, None] + depth * corner_rays()` are the corners at z-depth `depth`."""
@@ -101,6 +105,12 @@ def opengl_to_opencv(c2w: np.ndarray) -> np.ndarray:
 def focal_from_fov(fov: float, size: float) -> float:
     """Focal length in pixels of a pinhole camera with field of view `fov` (radians) across `size` pixels."""
     return 0.5 * size / np.tan(0.5 * fov)
+
+
+def fov_from_focal(focal: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """Field of view (radians) across `size` pixels of a pinhole camera of focal length `focal` pixels (the inverse
+    of `focal_from_fov`; arrays of any one shape)."""
+    return 2 * np.arctan(0.5 * size / focal)
 
 
 def look_at(eye: np.ndarray, target: np.ndarray, up: np.ndarray) -> np.ndarray:

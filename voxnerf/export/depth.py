@@ -63,6 +63,12 @@ class SurfaceView:
         return np.clip((rgb - (1 - a) * background) / a, 0, 1)
 
 
+def z_depth(distance: np.ndarray, dirs: np.ndarray, c2w: np.ndarray) -> np.ndarray:
+    """(N,) camera-frame z (depth along the viewing axis) of the points `distance` (N,) along unit world rays
+    `dirs` (N, 3) of a camera with camera-to-world `c2w` (3, 4): the distance times the ray's cosine with the axis."""
+    return distance * (dirs @ c2w[:, 2])
+
+
 def opacity_crossing(t: np.ndarray, sigma: np.ndarray, step: float,
                      opacity: float = SURFACE_OPACITY) -> np.ndarray:
     """The first distance at which rays' accumulated opacity reaches `opacity`.

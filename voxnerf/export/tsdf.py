@@ -14,7 +14,7 @@ import open3d as o3d
 import open3d.core as o3c
 
 from voxnerf.data.cameras import Cameras
-from voxnerf.export.depth import SurfaceView, chosen_views, rendered_views
+from voxnerf.export.depth import SurfaceView, chosen_views, rendered_views, z_depth
 from voxnerf.run.load import Run
 
 TRUNCATION_VOXELS = 4.0  # the signed distance is truncated at this many voxels
@@ -22,11 +22,10 @@ MIN_VIEWS = 2.0  # voxels seen by fewer views are left out of the mesh
 BLOCK_COUNT = 40_000  # initial capacity of the voxel-block hash map (8^3 voxels a block; it grows as needed)
 
 
-def z_depth(sv: SurfaceView, c2w: np.ndarray) -> np.ndarray:
-    """(H, W) float32 camera-frame z of the surface pixels (0 elsewhere): depth along the ray * cos(ray, axis)."""
+def depth_image(sv: SurfaceView, c2w: np.ndarray) -> np.ndarray:
+    """(H, W) float32 camera-frame z of the surface pixels (`z_depth`), 0 elsewhere: open3d's depth image."""
     h, w = sv.view.depth.shape
-    z = sv.depth * (sv.dirs @ c2w[:, 2])
-    return np.where(sv.surface, z, 0.0).reshape(h, w).astype(np.float32)
+    return np.where(sv.surface, z_depth(sv.depth, sv.dirs, c2w), 0.0).reshape(h, w).astype(np.float32)
 
 
 def pinhole(cameras: Cameras, i: int) -> tuple[o3c.Tensor, o3c.Tensor]:
@@ -59,7 +58,7 @@ def fuse(run: Run, voxel: float, far: float | None = None, min_views: float = MI
         rgb = sv.view.rgb.reshape(-1, 3).copy()
         rgb[sv.surface] = sv.foreground_rgb(run.background)
         color = o3d.t.geometry.Image(o3c.Tensor(rgb.reshape(sv.view.rgb.shape).astype(np.float32)))
-        depth = o3d.t.geometry.Image(o3c.Tensor(z_depth(sv, cameras.c2w[sv.index])))
+        depth = o3d.t.geometry.Image(o3c.Tensor(depth_image(sv, cameras.c2w[sv.index])))
         intrinsic, extrinsic = pinhole(cameras, sv.index)
         blocks = grid.compute_unique_block_coordinates(depth, intrinsic, extrinsic, 1.0, far, TRUNCATION_VOXELS)
         grid.integrate(blocks, depth, color, intrinsic, extrinsic, 1.0, far, TRUNCATION_VOXELS)

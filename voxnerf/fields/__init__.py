@@ -1,7 +1,8 @@
-"""Radiance fields behind one interface (`voxnerf.fields.base.Field`), and what they are built of: the sparse brick
-grid (`sparse_grid`, shared with the occupancy estimator, and its changes: `pruned`, `subdivided`), trilinear gathers,
-the color decoder and its spherical harmonics, per-photo color maps (`color_maps`), and the row spaces a field
-declares for the data-parallel gradient exchange (`row_space`).
+"""Radiance fields behind one interface (`voxnerf.fields.base.Field`), and what they are built of: sparse bricks
+(`bricks`: the brick index shared with the occupancy estimator, its changes `pruned`, `subdivided`, `grown`, and
+`BrickField`, a field whose tables live on them), the sparse grid's parameters (`sparse_grid`) and their total
+variation, trilinear gathers, the color decoder and its spherical harmonics, per-photo color maps (`color_maps`), and the row
+spaces a field declares for the data-parallel gradient exchange (`row_space`).
 
 May import: `voxnerf.errors`, `voxnerf.system`, `voxnerf.data` (the Space). A field knows nothing of rays.
 

@@ -17,7 +17,6 @@ from torch import nn
 from voxnerf.data.space import Space
 from voxnerf.errors import VoxnerfError
 from voxnerf.fields.row_space import RowSpace
-from voxnerf.fields.sparse_grid import BrickModule
 
 Lookup = tuple[torch.Tensor, ...]
 """What a field computes once per point and reuses for density and color: per-point tensors (N, ...)."""
@@ -26,8 +25,9 @@ FIELDS: dict[str, type["Field"]] = {}
 
 
 class Field(nn.Module):
-    """A radiance field. Subclasses set `name` and `Config` (a dataclass with a `kind` option equal to `name`)
-    and implement `lookup`, `density`, `color` and `param_groups`; the other verbs have defaults.
+    """A radiance field. Subclasses set `name` and `Config` (a dataclass with a `kind` option equal to `name`, and
+    `RANGES`, a class attribute: the voxnerf.ranges.Range of each numeric option by its name) and implement `lookup`, `density`, `color` and `param_groups`; the other verbs have defaults. A field whose
+    tables live on the occupancy estimator's bricks is also a `voxnerf.fields.bricks.BrickField`.
 
     Args of the constructor (every subclass): cfg (its Config), resolution (the schedule's first grid
     resolution), space (where the grid lies: some fields start differently where steps are long), seed.
@@ -85,23 +85,6 @@ class Field(nn.Module):
         and every other parameter whole (voxnerf.train.distributed). None by default: everything is exchanged
         whole."""
         yield []
-
-    def brick_modules(self) -> list[BrickModule]:
-        """The field's modules whose per-row tables (`BrickModule.ROW_TABLES`) live on the occupancy estimator's
-        bricks: a topology change (voxnerf.train.strategy) carries them, and the optimizer's state of those that are
-        parameters, with the estimator's. None by default: the field has no topology of its own."""
-        return []
-
-    def vertex_density(self) -> torch.Tensor:
-        """sigma (V,) at the vertices of the rows of `brick_modules` (the occupancy estimator's vertices), read from
-        the rows themselves: what `density_at` gives at those points, without a stencil. Only for a field with brick
-        modules."""
-        raise NotImplementedError(f"{type(self).__name__} has no rows on the estimator's bricks")
-
-    def growable(self) -> BrickModule | None:
-        """The field's finer level that the owner of topology allocates where the photos need detail
-        (voxnerf.train.strategy: `TopologyStrategy.grow_detail`), on bricks of its own; None by default."""
-        return None
 
     # ---- state ----------------------------------------------------------------------------------------------
     def state(self) -> dict:

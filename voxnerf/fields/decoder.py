@@ -6,12 +6,14 @@ from __future__ import annotations
 import math
 from contextlib import nullcontext
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from voxnerf.fields.sh import sh_encode
+from voxnerf.fields.sh import MAX_DEGREE, sh_encode
+from voxnerf.ranges import NON_NEGATIVE, OPEN_FRACTION, POSITIVE, Range
 
 SIZES_PER_OCTAVE = 8  # row counts the MLP runs on under autocast: at most 12.5% padding
 
@@ -28,7 +30,8 @@ def bucketed_rows(n: int) -> int:
 
 @dataclass
 class GridFieldConfig:
-    """Options every grid field has (subclasses add `kind` and their own)."""
+    """Options every grid field has (subclasses add `kind` and their own). RANGES holds the Range of each numeric
+    option (voxnerf.ranges; `load_config` checks them); a subclass adds its own options' ranges to it."""
 
     feature_dim: int = 12  # feature channels per vertex
     hidden: int = 64  # width of the color MLP's hidden layers
@@ -38,6 +41,12 @@ class GridFieldConfig:
     density_scale: float = 128.0  # sigma per grid length for one unit of activated density (~1/voxel at 256^3)
     feature_std: float = 0.1  # std of the random initial features
     color_maps: bool = False  # a learned affine color map per training image (voxnerf.fields.color_maps.ColorMaps)
+
+    RANGES: ClassVar[dict[str, Range]] = {
+        "feature_dim": Range(3, 1024), "hidden": Range(1, 4096), "layers": Range(1, 64),
+        "sh_degree": Range(0, MAX_DEGREE), "alpha_init": OPEN_FRACTION, "density_scale": POSITIVE,
+        "feature_std": NON_NEGATIVE,
+    }
 
 
 class ColorDecoder(nn.Module):

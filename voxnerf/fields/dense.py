@@ -7,6 +7,7 @@ scenes and serves as the second implementation that keeps the Field interface ho
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -15,12 +16,15 @@ from torch import nn
 from voxnerf.data.space import Space
 from voxnerf.fields.base import Field, Lookup
 from voxnerf.fields.decoder import ColorDecoder, DensityActivation, GridFieldConfig
+from voxnerf.ranges import Range
 
 
 @dataclass
 class DenseGridConfig(GridFieldConfig):
     kind: str = "dense_grid"
     vertices: int = 65  # vertices per axis of the dense grid (fixed for the whole run)
+
+    RANGES: ClassVar[dict[str, Range]] = {**GridFieldConfig.RANGES, "vertices": Range(2, 1024)}
 
 
 class DenseGridField(Field):

@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, ClassVar, Iterator
 
 import torch
 
 from voxnerf.data.space import Space
 from voxnerf.fields.base import Field, Lookup, saved_options
+from voxnerf.fields.bricks import BrickField, BrickModule
 from voxnerf.fields.decoder import ColorDecoder, DensityActivation, GridFieldConfig
 from voxnerf.fields.interpolate import take_rows
 from voxnerf.fields.row_space import RowSpace
-from voxnerf.fields.sparse_grid import BrickModule, SparseVoxelGrid
+from voxnerf.fields.sparse_grid import SparseVoxelGrid
+from voxnerf.fields.total_variation import total_variation, tv_rows
+from voxnerf.ranges import FRACTION, Range
 
 MAX_INIT_STRETCH = 1000.0  # see SparseVoxelField._initial_density
 
@@ -31,8 +34,10 @@ class SparseVoxelConfig(GridFieldConfig):
     detail_share: float = 0.0  # rows of the finer detail level, as a share of the grid's rows when it is built (0: none)
     detail_at: float = 0.5  # fraction of the budget at which the detail level is built (once the grid is at its finest)
 
+    RANGES: ClassVar[dict[str, Range]] = {**GridFieldConfig.RANGES, "detail_share": Range(0, 8), "detail_at": FRACTION}
 
-class SparseVoxelField(Field):
+
+class SparseVoxelField(Field, BrickField):
     """sigma(x) from the grid's density channel, rgb(x, d) from its features through the decoder.
 
     Its Lookup is the trilinear stencil of each point: corner rows (N, 8) int64 and weights (N, 8), followed by the
@@ -116,7 +121,7 @@ class SparseVoxelField(Field):
             return 0.0
         rows = tv_rows(self.grid)
         pick = torch.randint(0, len(rows), (optim.tv_vertices,), generator=generator, device=generator.device)
-        tv_density, tv_features = self.grid.total_variation(rows[pick.to(rows.device)])
+        tv_density, tv_features = total_variation(self.grid, rows[pick.to(rows.device)])
         return optim.tv_density * tv_density + optim.tv_features * tv_features
 
     def grids(self) -> list[SparseVoxelGrid]:
@@ -169,10 +174,3 @@ def plus_detail(base: torch.Tensor, read: Callable[[torch.Tensor, torch.Tensor],
         return base + read(rows, weights)
     inside = torch.nonzero(weights.any(-1)).squeeze(-1)
     return base.index_add(0, inside, read(take_rows(rows, inside), take_rows(weights, inside)))
-
-
-def tv_rows(grid: SparseVoxelGrid) -> torch.Tensor:
-    """(K,) int64 rows of a level that total variation draws its vertices from: every read this step declared
-    through the level's open row space (repeats kept), else the rows of its real cells."""
-    reads = grid.row_space.rows if grid.row_space is not None else []
-    return torch.cat(reads) if reads else grid.bricks.real_cell_rows()

@@ -24,7 +24,7 @@ import torch
 
 from voxnerf.data.space import MarchRays
 from voxnerf.fields.base import Lookup
-from voxnerf.fields.sparse_grid import BRICK
+from voxnerf.fields.bricks import BRICK
 from voxnerf.render.volrend import exclusive_segment_cumsum
 
 SigmaFn = Callable[[torch.Tensor], tuple[torch.Tensor, Lookup]]

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from voxnerf.data.space import MarchRays, Space, space_from_dict
-from voxnerf.fields.sparse_grid import (
+from voxnerf.fields.bricks import (
     BRICK,
     BRICK_VOLUME,
     STENCIL_CHUNK,

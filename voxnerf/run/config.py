@@ -14,9 +14,9 @@ from voxnerf.data.space import SPACES
 from voxnerf.errors import VoxnerfError
 from voxnerf.fields import field_class
 from voxnerf.fields.base import known_options
-from voxnerf.fields.sh import MAX_DEGREE
-from voxnerf.fields.sparse_grid import BRICK
+from voxnerf.fields.bricks import BRICK
 from voxnerf.fields.voxels import SparseVoxelConfig
+from voxnerf.ranges import AT_LEAST_ONE, BELOW_ONE, FRACTION, NON_NEGATIVE, OPEN_FRACTION, POSITIVE, UP_TO_ONE, Range
 from voxnerf.render.occupancy import OccupancyConfig
 from voxnerf.render.renderer import RenderConfig
 
@@ -225,37 +225,12 @@ LR_RANK_RULES = {  # optim.lr_ranks: the learning rates' factor for a step of N 
 }
 
 
-@dataclass(frozen=True)
-class Range:
-    """The values a numeric option may take: `low` and `high` bounds (None: unbounded), each included unless open."""
-
-    low: float | None = None
-    high: float | None = None
-    low_open: bool = False
-    high_open: bool = False
-
-    def admits(self, value: float) -> bool:
-        if self.low is not None and (value < self.low or self.low_open and value == self.low):
-            return False
-        return self.high is None or value < self.high or not self.high_open and value == self.high
-
-    def __str__(self) -> str:
-        if self.high is None:
-            return f"{'>' if self.low_open else '>='} {self.low:g}"
-        return f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
-
-
-POSITIVE = Range(0, None, low_open=True)
-AT_LEAST_ONE = Range(1)
-NON_NEGATIVE = Range(0)
-FRACTION = Range(0, 1)
-BELOW_ONE = Range(0, 1, high_open=True)
-UP_TO_ONE = Range(0, 1, low_open=True)
-# Every numeric option of TrainConfig (and of every field kind), by its dotted name; `check_ranges` applies them.
+# Every numeric option of TrainConfig by its dotted name (those of the field kind are its Config's RANGES);
+# `check_ranges` applies them.
 RANGES = {
     "max_steps": NON_NEGATIVE, "max_time": NON_NEGATIVE, "seed": NON_NEGATIVE, "log_every": AT_LEAST_ONE,
     "checkpoint_every": AT_LEAST_ONE, "eval_every_view": AT_LEAST_ONE, "threads": Range(0, 4096),
-    "contract_inner": Range(0, 1, low_open=True, high_open=True), "pixels_per_cell": Range(0.5, 1024),
+    "contract_inner": OPEN_FRACTION, "pixels_per_cell": Range(0.5, 1024),
     "render.step_ratio": Range(0, 4, low_open=True), "render.alpha_min": BELOW_ONE,
     "render.transmittance_min": BELOW_ONE, "render.color_weight_min": BELOW_ONE, "render.march_chunk": AT_LEAST_ONE,
     "render.checkpoint_chunk": NON_NEGATIVE,
@@ -268,11 +243,15 @@ RANGES = {
     "optim.distortion_weight": NON_NEGATIVE, "optim.tv_density": NON_NEGATIVE, "optim.tv_features": NON_NEGATIVE,
     "optim.tv_vertices": AT_LEAST_ONE,
     "levels.until": UP_TO_ONE, "levels.resolution": Range(BRICK, 4096), "levels.image_scale": UP_TO_ONE,
-    "field.feature_dim": Range(3, 1024), "field.hidden": Range(1, 4096), "field.layers": Range(1, 64),
-    "field.sh_degree": Range(0, MAX_DEGREE), "field.alpha_init": Range(0, 1, low_open=True, high_open=True),
-    "field.density_scale": POSITIVE, "field.feature_std": NON_NEGATIVE, "field.vertices": Range(2, 1024),
-    "field.detail_share": Range(0, 8), "field.detail_at": FRACTION,
 }
+
+
+def option_ranges(field_config: type) -> dict[str, Range]:
+    """The Range of every numeric option by its dotted name: TrainConfig's own (RANGES) and those the field kind's
+    options dataclass `field_config` declares (its RANGES, as field.NAME; a kind without numeric options may declare
+    none)."""
+    own = getattr(field_config, "RANGES", {})
+    return {**RANGES, **{f"field.{name}": limits for name, limits in own.items()}}
 
 
 def numeric_options(data: dict, prefix: str = "") -> list[tuple[str, str, float]]:
@@ -291,12 +270,13 @@ def numeric_options(data: dict, prefix: str = "") -> list[tuple[str, str, float]
 
 
 def check_ranges(cfg: TrainConfig, where: str) -> None:
-    """VoxnerfError naming the first option (dotted) that is NaN, infinite or outside its RANGES entry."""
+    """VoxnerfError naming the first option (dotted) that is NaN, infinite or outside its range (`option_ranges`)."""
+    ranges = option_ranges(type(cfg.field))
     for name, key, value in numeric_options(config_to_dict(cfg)):
         if not math.isfinite(value):
             raise VoxnerfError(f"{where}: {name} = {value}: expected a finite number")
-        if not RANGES[key].admits(value):
-            raise VoxnerfError(f"{where}: {name} = {value:g}: expected {RANGES[key]}")
+        if not ranges[key].admits(value):
+            raise VoxnerfError(f"{where}: {name} = {value:g}: expected {ranges[key]}")
 
 
 def check_override(override: dict, where: str) -> None:

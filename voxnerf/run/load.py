@@ -97,6 +97,13 @@ class Run:
     downscale: int | None = None
     _scenes: dict[bool, Scene] = dataclasses.field(default_factory=dict, repr=False)
 
+    @classmethod
+    def of_training(cls, path: Path, model: Model, config: TrainConfig, scene: Scene, step: int,
+                    device: torch.device) -> Run:
+        """A Run over a model in training (`Trainer.as_run`): its record of `scene` (images loaded), which is its
+        scene too."""
+        return cls(Path(path), model, config, SceneRecord.of(scene, model.space), step, device, _scenes={True: scene})
+
     @property
     def center(self) -> np.ndarray:
         return np.asarray(self.model.space.center)

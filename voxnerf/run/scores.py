@@ -38,7 +38,7 @@ def score_split(render: Callable[[Cameras, int], View], scene: Scene, split: str
 
     Args:
         render: renders camera `index` of `cameras` on the background the scene is scored on
-            (`Scene.render_background`): `Trainer.render_view` or `Run.render_view`.
+            (`Scene.render_background`): `Run.render_view`.
         scene: the scene, images loaded.
         split: "test", "val" or "train" (see `Scene.split_indices`); it must hold views.
         every: score every k-th view of the split.

@@ -2,7 +2,7 @@
 model (the loop only calls hooks), and the surgery of every per-row table a change of bricks carries.
 
 The field's grid and the occupancy estimator live on one set of bricks (rows aligned). A change of bricks
-(`pruned`, `subdivided`: voxnerf.fields.sparse_grid) is decided here once and applied by `change_bricks` to every
+(`pruned`, `subdivided`: voxnerf.fields.bricks) is decided here once and applied by `change_bricks` to every
 table the modules declare (`BrickModule.ROW_TABLES`: the grid's density and features, the estimator's scores and
 occupancy) and to the optimizer's per-row state of those that are parameters (Adam's moments), with one remap.
 """
@@ -17,8 +17,8 @@ import torch
 from torch import nn
 
 from voxnerf.fields import Field
-from voxnerf.fields.sparse_grid import (BRICK, BRICK_VOLUME, STENCIL_CHUNK, BrickChange, BrickIndex, BrickModule,
-                                       flat_index, grid_coords, grown, pruned, subdivided)
+from voxnerf.fields.bricks import (BRICK, BRICK_VOLUME, STENCIL_CHUNK, BrickChange, BrickField, BrickIndex, BrickModule,
+                                  flat_index, grid_coords, grown, pruned, subdivided)
 from voxnerf.render.model import Model
 from voxnerf.render.occupancy import OccupancyConfig, OccupancyGrid
 from voxnerf.run.config import Level
@@ -26,14 +26,14 @@ from voxnerf.run.config import Level
 
 class FixedPointsDensity:
     """A density callback for one fixed tensor of points (the estimator's vertices), computed once per topology:
-    where the field's rows are those vertices (`Field.brick_modules`), their own density (`Field.vertex_density`, no
+    where the field's rows are those vertices (a `BrickField`), their own density (`BrickField.vertex_density`, no
     stencil); else through the field's Lookup of the points, computed once and reused (the trilinear stencil is most
     of the cost of an occupancy update). Other points are looked up as usual. Valid while neither the points nor the
     field's topology change."""
 
     def __init__(self, field: Field, points: torch.Tensor):
         self.field, self.points, self.lookup = field, points, None
-        if field.brick_modules():
+        if isinstance(field, BrickField):
             return
         with torch.no_grad():  # in chunks: the lookup's temporaries are several times its result
             parts = [field.lookup(points[i:i + STENCIL_CHUNK]) for i in range(0, max(len(points), 1), STENCIL_CHUNK)]
@@ -110,7 +110,7 @@ class TopologyStrategy:
             self.update_occupancy(model)
             self.refine(model, target, optimizer)
             return True
-        detail = model.field.growable()
+        detail = model.field.growable() if isinstance(model.field, BrickField) else None
         if detail is None or detail.bricks.num_rows or progress < model.field.cfg.detail_at \
                 or target < self.levels[-1].resolution:
             return False
@@ -142,8 +142,14 @@ class TopologyStrategy:
     def refine(self, model: Model, resolution: int, optimizer: torch.optim.Optimizer | None) -> None:
         """The model's bricks refined to `resolution` (`refine`: the estimator, the field's per-row tables and the
         optimizer's state of them together), and what the strategy cached of the old ones dropped."""
-        refine(model.estimator, resolution, model.field.brick_modules(), optimizer)
+        refine(model.estimator, resolution, carried_modules(model.field), optimizer)
         self._density = None  # the field's lookups changed with its topology
+
+
+def carried_modules(field: Field) -> list[BrickModule]:
+    """The field's modules whose per-row tables a change of the estimator's bricks carries: a `BrickField`'s
+    `brick_modules`, none for a field with no topology of its own."""
+    return field.brick_modules() if isinstance(field, BrickField) else []
 
 
 def gradient_energy(modules: Sequence[BrickModule], optimizer: torch.optim.Optimizer | None) -> torch.Tensor:
@@ -183,7 +189,7 @@ def detail_bricks(bricks: BrickIndex, cells: torch.Tensor, energy: torch.Tensor,
 def refine(estimator: OccupancyGrid, resolution: int, carried: Sequence[BrickModule] = (),
            optimizer: torch.optim.Optimizer | None = None) -> None:
     """Prune the bricks no occupied cell touches, then halve the cell size where cells are occupied, until
-    `resolution`: the estimator and the modules `carried` (a field's `brick_modules()`, on the same bricks) change
+    `resolution`: the estimator and the modules `carried` (`carried_modules` of a field, on the same bricks) change
     together, and `optimizer`'s per-row state with their parameters. Children inherit their parent's occupancy;
     values (parameters, moments, scores) are interpolated, which keeps a trilinear field exactly."""
     modules = [estimator, *carried]

@@ -11,19 +11,17 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from voxnerf.data.cameras import Cameras
 from voxnerf.data.footprint import pixel_footprint
 from voxnerf.data.normalize import space_for
 from voxnerf.data.scene import Scene
 from voxnerf.render.model import Model
 from voxnerf.render.renderer import RenderConfig, render_rays
-from voxnerf.render.views import View, render_view
 from voxnerf.run.checkpoint import CHECKPOINT, load_checkpoint, save_atomic
 from voxnerf.run.config import LR_RANK_RULES, TrainConfig, config_to_dict
 from voxnerf.run.folder import scene_fingerprints
-from voxnerf.run.load import SceneRecord
+from voxnerf.run.load import Run, SceneRecord
 from voxnerf.run.metrics import mse_to_psnr
-from voxnerf.run.scores import score_split, write_scores
+from voxnerf.run.scores import write_scores
 from voxnerf.system.allocator import release_freed_memory
 from voxnerf.system.device import amp_dtype_for
 from voxnerf.system.threads import thread_policy
@@ -306,17 +304,18 @@ class Trainer:
             self.snapshots.append({"time": t, "step": self.step, "psnr": scores["mean"]["psnr"]})
 
     # ---- evaluation -----------------------------------------------------------------------------------------
-    def render_view(self, cameras: Cameras, index: int) -> View:
-        """Camera `index` rendered in full with the run's render settings, on the scene's scoring background."""
-        return render_view(self.model, cameras, index, self.scene.render_background, self.cfg.render, self.device,
-                           self.amp_dtype)
+    def as_run(self) -> Run:
+        """The model as it is now, as a loaded run is (voxnerf.run.load.Run) on the trainer's scene: what renders and
+        scores it (`Run.render_view`, `evaluate`), and what a viewer of the training shows."""
+        return Run.of_training(self.out, self.model, self.cfg, self.scene, self.step, self.device)
 
     def evaluate(self, split: str = "test", every: int = 1, with_lpips: bool = True, write: bool = True,
                  progress: bool = False) -> dict:
-        """Render every `every`-th view of `split` and score it (`score_split`, with a bar when `progress`);
-        written into the run folder (eval.json, eval_SPLIT.json for other splits) when `write`."""
+        """Render every `every`-th view of `split` and score it as a loaded run does (`Run.evaluate` of `as_run`,
+        with a bar when `progress`); written into the run folder (eval.json, eval_SPLIT.json for other splits) when
+        `write`."""
         release_freed_memory()  # what training steps kept would stay resident beside the renders' own
-        result = score_split(self.render_view, self.scene, split, every, with_lpips, progress)
+        result = self.as_run().evaluate(split=split, every=every, with_lpips=with_lpips, progress=progress)
         if write:
             write_scores(result, self.out)
         return result

@@ -19,7 +19,7 @@ import torch
 from voxnerf.data.cameras import Cameras
 from voxnerf.errors import VoxnerfError
 from voxnerf.export.query import head_on_colors
-from voxnerf.fields.sparse_grid import BRICK
+from voxnerf.fields.bricks import BRICK
 from voxnerf.run.load import Run
 
 VOXELS = ("cells", "bricks")  # what a voxel of the view is: an occupancy cell or a brick of 8^3 of them
@@ -27,7 +27,7 @@ COLORINGS = ("density", "rgb")
 BACKGROUND = (1.0, 1.0, 1.0)
 FRUSTUM_COLOR = (0.35, 0.35, 0.35)
 VIEW_TURN = np.radians(25.0)  # the default view's turn away from the first camera
-FRUSTUM_DEPTH = 0.12  # frustum length as a fraction of the cameras' distance to the scene center
+FRUSTUM_DEPTH_PER_DISTANCE = 0.12  # each camera's frustum is this deep, as a fraction of its distance to the center
 AXES = np.array([[1, 0, 0], [-1, 0, 0], [0, 1, 0], [0, -1, 0], [0, 0, 1], [0, 0, -1]], np.float32)
 # viridis at 0, 0.25, 0.5, 0.75, 1
 _VIRIDIS = np.array([[0.267, 0.005, 0.329], [0.229, 0.322, 0.546], [0.128, 0.567, 0.551],
@@ -135,7 +135,7 @@ def camera_frusta(cameras: Cameras, center: np.ndarray) -> o3d.geometry.LineSet:
         fx, fy, cx, cy = cameras.intrinsics[i]
         k = np.array([[fx, 0.0, cx], [0.0, fy, cy], [0.0, 0.0, 1.0]])
         w2c = np.linalg.inv(np.vstack([cameras.c2w[i], [0.0, 0.0, 0.0, 1.0]]))
-        depth = FRUSTUM_DEPTH * np.linalg.norm(cameras.centers[i] - center)
+        depth = FRUSTUM_DEPTH_PER_DISTANCE * np.linalg.norm(cameras.centers[i] - center)
         frusta += o3d.geometry.LineSet.create_camera_visualization(w, h, k, w2c, depth)
     return frusta.paint_uniform_color(FRUSTUM_COLOR)
 

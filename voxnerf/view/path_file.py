@@ -18,14 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from voxnerf.data.cameras import Cameras, opengl_to_opencv
+from voxnerf.data.cameras import Cameras, focal_from_fov, opengl_to_opencv
 from voxnerf.data.files import read_json, require, require_number
 from voxnerf.errors import SceneError
-
-
-def focal_from_vertical_fov(fov_degrees: float, height: int) -> float:
-    """Focal length in pixels of a camera `height` pixels tall with vertical field of view `fov_degrees`."""
-    return 0.5 * height / math.tan(math.radians(fov_degrees) / 2)
 
 
 def _frame_pose(frame: dict, path: Path, k: int) -> np.ndarray:
@@ -73,7 +68,7 @@ def load_camera_path(path: str | Path) -> tuple[Cameras, float]:
         fov = require_number(frame, "fov", path, f" in camera_path.{k}")
         if not 0 < fov < 180:
             raise SceneError(path, f"'fov' in camera_path.{k} is {fov:g}: expected degrees in (0, 180)")
-        focal.append(focal_from_vertical_fov(fov, height))
+        focal.append(focal_from_fov(math.radians(fov), height))
     focal = np.array(focal)
     n = len(frames)
     intrinsics = np.stack([focal, focal, np.full(n, width / 2), np.full(n, height / 2)], 1)
@@ -84,7 +79,7 @@ def camera_path_dict(cameras: Cameras, fps: float, keyframes: list | None = None
     """The camera-path JSON object of `cameras` (OpenCV; every camera the size of the first, fov from fy)."""
     width, height = (int(s) for s in cameras.sizes[0])
     c2w = np.concatenate([cameras.c2w, np.tile([[[0.0, 0.0, 0.0, 1.0]]], (len(cameras), 1, 1))], 1)
-    fov = np.degrees(2 * np.arctan(0.5 * cameras.sizes[:, 1] / cameras.intrinsics[:, 1]))
+    fov = np.degrees(cameras.vertical_fov())
     path = [{"camera_to_world": opengl_to_opencv(m).reshape(-1).tolist(), "fov": float(f), "aspect": width / height}
             for m, f in zip(c2w, fov)]
     return {"camera_type": "perspective", "render_width": width, "render_height": height, "fps": fps,

@@ -22,15 +22,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
+import torch
 import viser
 import viser.transforms as vtf
 from scipy.spatial import cKDTree
 
-from voxnerf.data.cameras import Cameras
+from voxnerf.data.cameras import Cameras, focal_from_fov
 from voxnerf.data.images import to_uint8
+from voxnerf.data.rays import image_rays
 from voxnerf.data.scene import Scene
+from voxnerf.export.depth import SURFACE_OPACITY, z_depth
 from voxnerf.render.views import View, target_image
-from voxnerf.run.load import Run, SceneRecord
+from voxnerf.run.load import Run
 from voxnerf.view.keyframes import Keyframe, interpolate, write_camera_path
 from voxnerf.view.occupancy import colormap, grid_to_unit, occupied_cells
 from voxnerf.view.paths import orbit_shape
@@ -43,8 +46,9 @@ STILL_SECONDS = 0.2  # a camera that has not moved for this long is refined
 MAX_POINTS = 200_000  # occupied cells shown at most (a random subset beyond)
 THUMBNAIL_SIDE = 64  # training camera thumbnails, longest side in pixels
 FRUSTUM_SCALE = 0.08  # keyframe frustum size as a fraction of the first keyframe's distance to the scene center
-FRUSTUM_DEPTH = 0.05  # training frusta are this deep, as a fraction of the cameras' median distance to the center,
-FRUSTUM_SPACING = 0.5  # and at most this fraction of the median distance between neighbouring cameras
+FRUSTUM_DEPTH_PER_MEDIAN_DISTANCE = 0.05  # training frusta's depth: this fraction of the cameras' median distance
+#                                          to the center,
+FRUSTUM_SPACING = 0.5  # but at most this fraction of the median distance between neighbouring cameras
 LINE_PIXELS = 1.0  # frustum and path line width
 START_FILL = 0.8  # browsers start where the scene box's inscribed sphere spans this fraction of the view height,
 START_NEAREST = 0.1  # and at least this fraction of the cameras' mean distance from the scene center
@@ -76,7 +80,7 @@ def browser_camera(camera: viser.CameraHandle, side: int) -> Cameras:
     """
     aspect = camera.aspect
     width, height = (side, max(1, round(side / aspect))) if aspect >= 1 else (max(1, round(side * aspect)), side)
-    fy = 0.5 * height / np.tan(0.5 * camera.fov)
+    fy = focal_from_fov(camera.fov, height)
     return Cameras(camera_pose(camera)[None], [[fy, fy, width / 2, height / 2]], [[width, height]], np.zeros((1, 4)))
 
 
@@ -85,34 +89,27 @@ def camera_pose(camera: viser.CameraHandle) -> np.ndarray:
     return np.concatenate([vtf.SO3(camera.wxyz).as_matrix(), np.asarray(camera.position)[:, None]], 1)
 
 
-def z_depth(view: View, camera: Cameras) -> np.ndarray:
-    """(H, W) float32 distance along the viewing axis of the surface each pixel of a one-camera `view` (pinhole,
-    no distortion) sees, FAR_DEPTH where its ray sees mostly background: what viser composites the scene with."""
-    fx, fy, cx, cy = camera.intrinsics[0]
-    width, height = (int(s) for s in camera.sizes[0])
-    u = (np.arange(width) + 0.5 - cx) / fx
-    v = (np.arange(height) + 0.5 - cy) / fy
-    cosine = 1 / np.sqrt(1 + u[None, :] ** 2 + v[:, None] ** 2)
-    return np.where(view.opacity > 0.5, view.depth * cosine, FAR_DEPTH).astype(np.float32)
-
-
-def vertical_fov(cameras: Cameras) -> np.ndarray:
-    """(N,) vertical field of view of each camera, radians."""
-    return 2 * np.arctan(0.5 * cameras.sizes[:, 1] / cameras.intrinsics[:, 1])
+def viser_depth(view: View, camera: Cameras) -> np.ndarray:
+    """(H, W) float32 distance along the viewing axis (`z_depth`) of the surface each pixel of a one-camera `view`
+    sees, FAR_DEPTH where its ray sees mostly background (SURFACE_OPACITY): what viser composites the scene with."""
+    _, dirs = image_rays(camera, 0, torch.float64)
+    z = z_depth(view.depth.reshape(-1), dirs.numpy(), camera.c2w[0]).reshape(view.depth.shape)
+    return np.where(view.opacity > SURFACE_OPACITY, z, FAR_DEPTH).astype(np.float32)
 
 
 def frustum_depth(cameras: Cameras, center: np.ndarray) -> float:
-    """Depth (world units) of the drawn training frusta: FRUSTUM_DEPTH of the cameras' median distance to `center`
-    (3,), at most FRUSTUM_SPACING of the median distance from a camera to its nearest neighbour."""
+    """Depth (world units) of the drawn training frusta: FRUSTUM_DEPTH_PER_MEDIAN_DISTANCE of the cameras' median
+    distance to `center` (3,), at most FRUSTUM_SPACING of the median distance from a camera to its nearest
+    neighbour."""
     distance = np.median(np.linalg.norm(cameras.centers - center, axis=1))
     spacing = np.median(cKDTree(cameras.centers).query(cameras.centers, k=2)[0][:, 1])  # inf for one camera
-    return float(min(FRUSTUM_DEPTH * distance, FRUSTUM_SPACING * spacing))
+    return float(min(FRUSTUM_DEPTH_PER_MEDIAN_DISTANCE * distance, FRUSTUM_SPACING * spacing))
 
 
 def frustum_tangents(cameras: Cameras) -> np.ndarray:
     """(N, 2) half width and half height of each camera's frustum per unit depth (vertical field of view and
     image aspect, as viser draws them)."""
-    y = np.tan(0.5 * vertical_fov(cameras))
+    y = np.tan(0.5 * cameras.vertical_fov())
     return np.stack([y * cameras.sizes[:, 0] / cameras.sizes[:, 1], y], 1)
 
 
@@ -150,7 +147,7 @@ def start_position(cameras: Cameras, bbox: np.ndarray) -> np.ndarray:
     center = bbox.mean(0)
     _, mean_distance, elevation = orbit_shape(cameras, center)
     offset = cameras.centers[np.argsort(elevation)[len(elevation) // 2]] - center
-    fill = 0.5 * np.ptp(bbox, axis=0).min() / np.sin(0.5 * START_FILL * vertical_fov(cameras)[0])
+    fill = 0.5 * np.ptp(bbox, axis=0).min() / np.sin(0.5 * START_FILL * cameras.vertical_fov()[0])
     distance = max(min(fill, clearance(cameras, center)), START_NEAREST * mean_distance)
     return center + distance * offset / np.linalg.norm(offset)
 
@@ -181,7 +178,7 @@ class Viewer:
     """A viser server showing a run; call `render_due` often (from one thread) to keep the browsers' views fresh.
 
     Args:
-        run: the run (a loaded run, or `live_run` of a trainer): its model renders, its folder holds camera paths.
+        run: the run (a loaded run, or a trainer's `as_run`): its model renders, its folder holds camera paths.
         cameras: its training cameras (world), drawn as frusta; None draws none.
         images: uint8 thumbnails (h, w, 3) of those cameras, shown in the frusta while 'camera images' is ticked
             (off at first), or None (no such box).
@@ -233,11 +230,11 @@ class Viewer:
             camera.up_direction = self.cameras.up
         else:
             camera.up = self.cameras.up
-        camera.fov = float(vertical_fov(self.cameras)[0])
+        camera.fov = float(self.cameras.vertical_fov()[0])
 
     def _add_training_cameras(self, cameras: Cameras, images: list[np.ndarray] | None) -> None:
         """One small thin frustum per training camera; clicking one moves the browser there."""
-        fovs = vertical_fov(cameras)
+        fovs = cameras.vertical_fov()
         scales = viser_scale(cameras, frustum_depth(cameras, self._scene_center()))
         self.frusta = []
         for i in range(len(cameras)):
@@ -260,7 +257,7 @@ class Viewer:
         with client.atomic():
             client.camera.wxyz = vtf.SO3.from_matrix(cameras.c2w[index, :, :3]).wxyz
             client.camera.position = cameras.centers[index]
-            client.camera.fov = float(vertical_fov(cameras)[index])
+            client.camera.fov = float(cameras.vertical_fov()[index])
 
     def show_occupancy(self) -> None:
         """(Re)draw the occupied cells as a point cloud, hidden unless the 'occupancy' box is ticked."""
@@ -395,7 +392,7 @@ class Viewer:
             with warnings.catch_warnings():  # a browser that closed meanwhile only misses this frame
                 warnings.simplefilter("ignore", UserWarning)
                 client.scene.set_background_image(to_uint8(frame.rgb), format="jpeg", jpeg_quality=90,
-                                                  depth=z_depth(frame, camera))
+                                                  depth=viser_depth(frame, camera))
             view.level = level
             return True
         return False
@@ -413,12 +410,6 @@ class Viewer:
 
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
-
-
-def live_run(trainer: Trainer) -> Run:
-    """A Run over a trainer's live model (it renders as `Trainer.render_view` does), for the viewer."""
-    return Run(trainer.out, trainer.model, trainer.cfg, SceneRecord.of(trainer.scene, trainer.model.space),
-               trainer.step, trainer.device)
 
 
 class TrainingViewer:
@@ -442,7 +433,7 @@ class TrainingViewer:
     def start(self, trainer: Trainer) -> Viewer:
         scene = trainer.scene
         indices = scene.split_indices("train")
-        viewer = Viewer(live_run(trainer), scene.cameras.subset(indices), thumbnails(scene, indices), self.host,
+        viewer = Viewer(trainer.as_run(), scene.cameras.subset(indices), thumbnails(scene, indices), self.host,
                         self.port, self.max_side, self.say)
         self.say(f"viewer      {viewer.url}")
         return viewer
