@@ -55,4 +55,7 @@ def check_fits(ckpt: dict, path: Path, option: str, cfg: TrainConfig, scene: Sce
                            f"{', '.join(differs)}); a checkpoint only continues a field of its own shape")
     why = scene_mismatch(ckpt["scene"], scene) if scene is not None else None
     if why:
-        raise VoxnerfError(f"{option} {path}: it was trained on {ckpt['scene']['root']}, not on {scene.root} ({why})")
+        trained_on = ckpt["scene"]["root"]
+        what = (f"{scene.root} changed since it was trained" if Path(trained_on) == Path(scene.root)
+                else f"it was trained on {trained_on}, not on {scene.root}")
+        raise VoxnerfError(f"{option} {path}: {what} ({why})")
