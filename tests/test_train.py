@@ -157,6 +157,22 @@ def test_a_checkpoint_of_another_model_version_is_refused_in_one_line(trained, t
                                   f"{STATE_VERSION} only (train the scene again)")
 
 
+def test_a_checkpoint_whose_tensors_do_not_fit_this_field_is_refused_in_one_line(trained, tmp_path):
+    """A field trained with an option since removed (per-image codes widened the color MLP's input) holds tensors
+    of other shapes: loading it names the file and says so in one line, not a traceback."""
+    run_dir, _ = trained
+    ckpt = torch.load(run_dir / CHECKPOINT, weights_only=False)
+    tensors = ckpt["model"]["field"]["tensors"]
+    name = next(k for k, v in tensors.items() if k.startswith("decoder.") and v.ndim == 2)
+    tensors[name] = torch.cat([tensors[name], torch.zeros(len(tensors[name]), 8)], dim=1)
+    save_atomic(ckpt, tmp_path / CHECKPOINT)
+    with pytest.raises(VoxnerfError) as refused:
+        load_run(tmp_path)
+    message = str(refused.value)
+    assert message.startswith(f"{tmp_path / CHECKPOINT}: its tensors do not fit this release's field (")
+    assert "\n" not in message and name in message
+
+
 def _train_cmd(scene: Path, out: Path, extra: list[str]) -> list[str]:
     sets = ["--set", "occupancy.warmup_steps=50",
             "--set", "levels=" + json.dumps(TOY_CONFIG["levels"]),

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from voxnerf.errors import VoxnerfError
-from voxnerf.render.model import STATE_VERSION
+from voxnerf.render.model import STATE_VERSION, Model
 
 CHECKPOINT = "checkpoint.pt"
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
@@ -75,6 +75,17 @@ def load_checkpoint(path: Path, device: torch.device | str = "cpu") -> dict:
         raise VoxnerfError(f"{path}: a checkpoint of {held}; this release reads version {STATE_VERSION} only "
                            f"(train the scene again)")
     return ckpt
+
+
+def checkpoint_model(ckpt: dict, path: Path) -> Model:
+    """The model that checkpoint `ckpt` (read from `path` by `load_checkpoint`) holds, on the CPU; a VoxnerfError
+    naming `path` where its tensors do not fit this release's field (one trained with an option since removed)."""
+    try:
+        return Model.from_checkpoint(ckpt)
+    except RuntimeError as e:  # load_state_dict: tensors missing, unexpected or of another shape
+        detail = " ".join(str(e).split())
+        raise VoxnerfError(f"{path}: its tensors do not fit this release's field ({detail[:200]}); train the scene "
+                           f"again") from None
 
 
 def check_resumable(ckpt: dict, path: Path) -> None:

@@ -17,7 +17,7 @@ from voxnerf.data.space import Space
 from voxnerf.errors import VoxnerfError
 from voxnerf.render.model import Model
 from voxnerf.render.views import View, render_view
-from voxnerf.run.checkpoint import load_checkpoint
+from voxnerf.run.checkpoint import CHECKPOINT, checkpoint_model, load_checkpoint
 from voxnerf.run.config import TrainConfig, load_config, saved_config_options
 from voxnerf.run.scores import score_split
 from voxnerf.system.device import amp_dtype_for
@@ -174,6 +174,6 @@ def load_run(path: str | Path, device: torch.device | str = "cpu", scene_root: P
     device = torch.device(device)
     ckpt = load_checkpoint(path, "cpu")
     cfg = config_from_dict(ckpt["config"])
-    model = Model.from_checkpoint(ckpt).to(device).eval()
+    model = checkpoint_model(ckpt, path / CHECKPOINT if path.is_dir() else path).to(device).eval()
     return Run(path if path.is_dir() else path.parent, model, cfg, SceneRecord.from_dict(ckpt["scene"]),
                ckpt["step"], device, scene_root, downscale)

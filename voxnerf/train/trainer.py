@@ -16,7 +16,7 @@ from voxnerf.data.normalize import space_for
 from voxnerf.data.scene import Scene
 from voxnerf.render.model import Model
 from voxnerf.render.renderer import RenderConfig, render_rays
-from voxnerf.run.checkpoint import CHECKPOINT, load_checkpoint, save_atomic
+from voxnerf.run.checkpoint import CHECKPOINT, checkpoint_model, load_checkpoint, save_atomic
 from voxnerf.run.config import LR_RANK_RULES, TrainConfig, config_to_dict
 from voxnerf.run.folder import scene_fingerprints
 from voxnerf.run.load import Run, SceneRecord
@@ -75,7 +75,7 @@ class Trainer:
         train_cameras = scene.cameras.subset(scene.split_indices("train"))
         self.model = Model.build(cfg.field, cfg.levels[0].resolution, space, cfg.seed, train_cameras=train_cameras)
         if init is not None:
-            self.model = Model.from_checkpoint(load_checkpoint(init, "cpu"))
+            self.model = checkpoint_model(load_checkpoint(init, "cpu"), init)
         self.model.to(device)
         self.finest_cameras = train_cameras.scaled(cfg.levels[-1].image_scale)
         self.strategy = TopologyStrategy(occupancy_for_ranks(cfg.occupancy, self.world.size), cfg.levels,
@@ -83,7 +83,7 @@ class Trainer:
                                          self._footprint)
         self.optimizer = self._make_optimizer()
         if resume:
-            self._restore(load_checkpoint(self.out / CHECKPOINT, "cpu"))  # moved to the device piece by piece
+            self._restore(load_checkpoint(self.out / CHECKPOINT, "cpu"), self.out / CHECKPOINT)  # moved to the device piece by piece
         self.sampler = RaySampler(scene, scene.split_indices("train"), device, self.model.space,
                                   progress=not quiet and self.world.is_main)
         self.sampler.at_scale(self.strategy.level(self.progress()).image_scale)  # decoded off the training clock
@@ -104,8 +104,8 @@ class Trainer:
             group["base_lr"] = group["lr"]
         return torch.optim.Adam(groups, betas=(0.9, 0.99), eps=1e-15, fused=True)
 
-    def _restore(self, ckpt: dict) -> None:
-        self.model = Model.from_checkpoint(ckpt).to(self.device)
+    def _restore(self, ckpt: dict, path: Path) -> None:
+        self.model = checkpoint_model(ckpt, path).to(self.device)
         # the run keeps the box of interest it recorded (an earlier version may have framed another, e.g. a masks'
         # visual hull: voxnerf.run.folder.scene_mismatch), as its space is the checkpoint's
         self.scene = replace(self.scene, bbox=np.asarray(ckpt["scene"]["bbox"], np.float64))
