@@ -1,11 +1,15 @@
-"""Every real capture at once (issue 37): plain `voxnerf train` (the preset it picks, no overrides), 2 threads,
-300 s, on every capture in a folder, each in three layouts, plus NeRF-Synthetic lego_100; one table.
+"""Every real capture at once: plain `voxnerf train` (the preset it picks, no overrides), 2 threads, 300 s, on every
+capture in a folder, plus NeRF-Synthetic lego_100; one table.
 
-Layouts of one LLFF-style capture (folders of links under --out; nothing is copied):
+Rows of one LLFF-style capture (folders of links under --out; nothing is copied):
+- a capture without masks is one row, trained as a user brings it, in the layout voxnerf detects for it (flower:
+  forward, LLFF's own sweep and NeRF's test split; beer: unbounded, a phone video around a can)
+- a capture with masks (an object capture) is three rows:
   object     the capture as it is, with its masks: an object capture in box space
   unbounded  without its masks: a 360-degree capture of an unbounded scene (contract space)
   forward    the largest forward-facing sweep (NDC space) of a photo and the photos within FORWARD_DEGREES of its
-             view direction
+             view direction, where that sweep holds at least FORWARD_TEST_VIEWS test views (a slice scored on one
+             or two views says little)
 and `synthetic`: lego_100 (white background, all 200 test views).
 
 Per row: test PSNR and SSIM at the end of training, training rays/s and samples per ray (medians over the second
@@ -19,7 +23,7 @@ Arms side by side, each row's arms one after the other (so the machine's drift h
   try         --try 'KEY=VALUE[; KEY=VALUE ...]' (repeatable, an arm each): today's tree with those overrides,
               judged against today (a screening of a change)
 
-The rule (README, "Benchmarks"): a preset or default change is kept only if it raises the mean of its layout's rows
+The rule (benchmarks/RESULTS.md): a preset or default change is kept only if it raises the mean of its layout's rows
 and lowers no row by more than 0.2 dB. Rows whose difference is under --close dB (0.3) run a second time in each
 arm and their medians count; the verdict per layout is printed under the table.
 
@@ -55,8 +59,9 @@ DATA = REPO.parent / "shared" / "data"
 LAYOUTS = ("object", "unbounded", "forward", "synthetic")
 SYNTHETIC = DATA / "nerf_synthetic" / "lego_100"
 FORWARD_DEGREES = 20.0
+FORWARD_TEST_VIEWS = 3  # the fewest test views (every 8th photo) a forward slice of a masked capture is scored on
 KEEP_WORST_ROW = -0.2  # dB: the rule's floor for any row of the layout
-BARS = {"rays_per_s": 10e3, "samples_per_ray": 48.0, "peak_rss_gb": 2.0}  # issue 37's floors and ceilings
+BARS = {"rays_per_s": 10e3, "samples_per_ray": 48.0, "peak_rss_gb": 2.0}  # the floors and ceilings of a row
 
 
 def link_variant(capture: Path, layout: str, root: Path) -> Path:
@@ -161,17 +166,36 @@ class Row:
 
 
 def find_rows(captures: Path, names: list[str], layouts: list[str], root: Path) -> list[Row]:
-    """Every capture folder (with poses_bounds.npy) under `captures` (or `captures` itself), in each layout."""
+    """Every capture folder (with poses_bounds.npy) under `captures` (or `captures` itself), in each of its layouts
+    (`capture_layouts`) that `layouts` names."""
     if (captures / "poses_bounds.npy").is_file():
         found = [captures]
     else:
         found = sorted(p for p in captures.iterdir() if (p / "poses_bounds.npy").is_file())
     if names:
         found = [p for p in found if p.name in names]
-    rows = [Row(p.name, layout, link_variant(p.resolve(), layout, root))
-            for p in found for layout in layouts if layout != "synthetic"]
+    rows = []
+    for capture in (p.resolve() for p in found):
+        for layout, scene_dir in capture_layouts(capture, root):
+            if layout in layouts:
+                rows.append(Row(capture.name, layout, scene_dir))
     if "synthetic" in layouts and (not names or SYNTHETIC.name in names):
         rows.append(Row(SYNTHETIC.name, "synthetic", SYNTHETIC))
+    return rows
+
+
+def capture_layouts(capture: Path, root: Path) -> list[tuple[str, Path]]:
+    """(layout, folder to train) of each row of `capture`: a masked capture as an object, without its masks and as
+    its forward sweep (where it holds FORWARD_TEST_VIEWS test views); a capture without masks as it is, in the layout
+    voxnerf detects for it."""
+    if not (capture / "masks").is_dir():
+        from voxnerf.data import load_scene
+        from voxnerf.data.layout import detect_layout
+
+        return [(detect_layout(load_scene(capture, with_images=False)), capture)]
+    rows = [(layout, link_variant(capture, layout, root)) for layout in ("object", "unbounded")]
+    if len(range(0, int(forward_sweep(capture).sum()), 8)) >= FORWARD_TEST_VIEWS:
+        rows.append(("forward", link_variant(capture, "forward", root)))
     return rows
 
 
