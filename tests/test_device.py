@@ -15,7 +15,7 @@ from voxnerf.fields.voxels import SparseVoxelConfig
 from voxnerf.render.model import Model
 from voxnerf.run.config import load_config
 from voxnerf.render.occupancy import OccupancyConfig
-from voxnerf.train.strategy import refine
+from voxnerf.train.strategy import carried_modules, refine
 
 
 def tensors_in(obj, path: str = "model", seen: set | None = None):
@@ -41,7 +41,7 @@ def refined_model(field_cfg, space) -> Model:
     """A model after an occupancy update and one refinement, with the layouts' cached tables computed."""
     model = Model.build(field_cfg, 16, space)
     model.estimator.update(model.field.density_at, OccupancyConfig(), 0.5)
-    refine(model.estimator, 32, model.field.brick_modules())
+    refine(model.estimator, 32, carried_modules(model.field))
     model.estimator.update(model.field.density_at, OccupancyConfig(), 0.5)
     return model
 
