@@ -9,7 +9,7 @@
   passes where the field could hide that view's floaters in front of its camera. Where views have their own bound
   the box shrinks towards one that holds only those later starts, but not so far that the finest level's inner
   cells get finer than the depth step neighbouring views resolve (`resolved_depth`, a step that shifts DISPARITY
-  pixels between them): finer cells than that fit each photo on its own (benchmarks/RESULTS.md, issue 37 item 3).
+  pixels between them): finer cells than that fit each photo on its own (benchmarks/log/2026-12-06-contracted-box.md).
   Where the box holding those starts leaves its cells coarser than that step, the box fills more of the grid (the
   share `contract_inner` is then the least one), up to Mip-NeRF 360's half, so its cells come down to the step.
 - ndc: the reference camera is the mean pose (mean center, averaged and re-orthogonalized axes); the unit is
@@ -31,7 +31,7 @@ from voxnerf.data.space import NEAR_MARGIN, Box, Contract, Ndc, Space
 CAMERA_MARGIN = 1.05  # contract: the unit box reaches this much beyond the farthest ray start
 FAR_RATIO = 100.0  # contract: rays march this many times the camera radius (the grid's shell reaches infinity)
 DISPARITY = 2.0  # contract: pixels a depth step must shift between neighbouring views to show in their photos; one
-#                  pixel is within the poses' and the photos' own error (benchmarks/RESULTS.md, issue 37 item 3)
+#                  pixel is within the poses' and the photos' own error (benchmarks/log/2026-12-06-contracted-box.md)
 
 
 def space_for(scene: Scene, kind: str, contract_inner: float = 0.5, resolution: int | None = None) -> Space:

@@ -113,8 +113,8 @@ class World:
         which parameters have a gradient somewhere, and every rank's statistics. Then one SUM all-reduce carries
         the gradients: the other parameters' (the MLP) whole, the tables' at those rows. Rows no rank read have a
         zero gradient on every rank and keep it. A step's rays reach a small part of the grid, so this moves a
-        fraction of the tables (issue 12). A table that got a gradient outside the declared reads
-        (`RowSpace.undeclared`) would lose rows: that is an error naming the table.
+        fraction of the tables (benchmarks/log/2026-11-23-cuda-path-and-ranks.md). A table that got a gradient
+        outside the declared reads (`RowSpace.undeclared`) would lose rows: that is an error naming the table.
 
         A parameter without a gradient on every rank keeps none (as a single process leaves it to Adam); one that
         has a gradient somewhere gets the mean with zeros for the ranks that have none. Under a GradScaler call it
