@@ -78,6 +78,10 @@ def test_a_new_field_kind_declares_the_ranges_of_its_own_numeric_options(sharp_f
         load_config(None, [{"field": {"kind": "sharp_dense_grid", "sharpness": 0}}])
     with pytest.raises(VoxnerfError, match=r"^config: field.vertices = 1: expected in \[2, 1024\]"):
         load_config(None, [{"field": {"kind": "sharp_dense_grid", "vertices": 1}}])
+    sharp_field_kind.Config.RANGES = DenseGridConfig.RANGES  # a kind that declares no range for an option of its own
+    assert load_config(None, [{"field": {"kind": "sharp_dense_grid", "sharpness": 50}}]).field.sharpness == 50
+    with pytest.raises(VoxnerfError, match=r"^config: field.sharpness = nan: expected a finite number"):
+        load_config(None, [{"field": {"kind": "sharp_dense_grid", "sharpness": float("nan")}}])
 
 
 def test_a_dense_grid_field_trains_on_the_toy_sphere(dense_run):

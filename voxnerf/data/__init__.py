@@ -1,7 +1,9 @@
 """What a capture is and where it lies: the Scene (images, cameras, splits, bounds), the rays through its pixels,
 the capture's layout (object, forward, unbounded), the Space that maps it onto the grid and its normalization, and
 the scene formats (`voxnerf.data.formats`, one module each that reads and writes it), chosen by what the folder
-holds.
+holds. Beside them: `files` (finding and checking files), `images` (decoding, masks, area downscaling),
+`camera_checks` (poses and intrinsics), `bounds` (boxes and near/far), `hull` (the masks' visual hull),
+`mask_check` (masks against the poses), `footprint` (what a cell spans in the photos).
 
 May import only `voxnerf.errors` and `voxnerf.system`: every other stage reads scenes.
 

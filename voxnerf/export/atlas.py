@@ -6,8 +6,8 @@ top-left texel, the second at the top-right, the third at the bottom-left). Ever
 (`cell_texels`): those the triangle covers with their own point of the face, the rest with the nearest point of
 the face's edge, so a viewer's bilinear filter, which reads the texels within one texel of a UV, only ever reads
 the face's own colors. Charts of many faces, the alternative, fold over themselves on a density mesh's crumpled
-surface (faces of one side joined through tilted slivers share texels, benchmarks/log/2026-11-25-mesh-export.md) and take
-xatlas minutes to cut; a cell per face cannot fold and costs nothing to lay out, at the price of a texture that is
+surface (faces of one side joined through tilted slivers share texels,
+benchmarks/log/2026-11-25-mesh-export.md) and take xatlas minutes to cut; a cell per face cannot fold and costs nothing to lay out, at the price of a texture that is
 no use for painting by hand and of mipmaps that blend neighbouring cells. The faces are laid out in the Morton
 order of their centers, so that cells side by side hold nearby faces and a coarse mipmap blends nearby colors.
 

@@ -26,8 +26,9 @@ FIELDS: dict[str, type["Field"]] = {}
 
 class Field(nn.Module):
     """A radiance field. Subclasses set `name` and `Config` (a dataclass with a `kind` option equal to `name`, and
-    `RANGES`, a class attribute: the voxnerf.ranges.Range of each numeric option by its name) and implement `lookup`, `density`, `color` and `param_groups`; the other verbs have defaults. A field whose
-    tables live on the occupancy estimator's bricks is also a `voxnerf.fields.bricks.BrickField`.
+    `RANGES`, a class attribute: the voxnerf.ranges.Range of each numeric option by its name) and implement
+    `lookup`, `density`, `color` and `param_groups`; the other verbs have defaults. A field whose tables live on
+    the occupancy estimator's bricks is also a `voxnerf.fields.bricks.BrickField`.
 
     Args of the constructor (every subclass): cfg (its Config), resolution (the schedule's first grid
     resolution), space (where the grid lies: some fields start differently where steps are long), seed.

@@ -23,7 +23,8 @@ class GradientTables:
     A grid's gradient table is as large as the grid (a million rows of 12 features: 48 MB). Allocated afresh every
     step, a block that size comes from `mmap` (glibc serves at most 32 MB from its heap: voxnerf.system.allocator)
     and its pages fault in again at every step: on an AMD EPYC with 2 threads, 24 ms to zero 1.8 M x 12 floats
-    that way against 6 ms for a kept table (benchmarks/RESULTS.md). A kept table is only set to zero.
+    that way against 6 ms for a kept table
+    (benchmarks/log/2026-11-29-sizes-rates-subnormals.md). A kept table is only set to zero.
     """
 
     def __init__(self):

@@ -25,7 +25,8 @@ class RenderConfig:
     transmittance_min: float = 1e-4  # rays stop once their transmittance falls below this
     color_weight_min: float = 1e-4  # color is evaluated only where the compositing weight exceeds this
     march_chunk: int = 64  # coarse steps per marching round (between early-termination checks): fewer, larger
-    #                        rounds; 64 against 16, steps of 0.93-0.95x the time on three CPU rows (RESULTS.md)
+    #                        rounds; 64 against 16, steps of 0.92-0.96x the time on three CPU rows
+    #                        (benchmarks/log/2026-12-05-faster-step.md)
     checkpoint_chunk: int = 0  # >0: evaluate the field under gradient checkpointing in chunks of this many samples
 
 

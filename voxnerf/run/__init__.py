@@ -3,7 +3,7 @@ atomic checkpoints, loading a trained run (`load_run`), and scoring rendered vie
 
 Training writes what this package reads, so it sits below `voxnerf.train`: eval, render, export and view load a
 run without importing the trainer.
-May import: `voxnerf.errors`, `voxnerf.system`, `voxnerf.data`, `voxnerf.fields`, `voxnerf.render`.
+May import: `voxnerf.errors`, `voxnerf.system`, `voxnerf.ranges`, `voxnerf.data`, `voxnerf.fields`, `voxnerf.render`.
 """
 
 from voxnerf.run.load import Run, SceneRecord, load_run

@@ -270,13 +270,15 @@ def numeric_options(data: dict, prefix: str = "") -> list[tuple[str, str, float]
 
 
 def check_ranges(cfg: TrainConfig, where: str) -> None:
-    """VoxnerfError naming the first option (dotted) that is NaN, infinite or outside its range (`option_ranges`)."""
+    """VoxnerfError naming the first option (dotted) that is NaN, infinite or outside its range (`option_ranges`; an
+    option of a field kind that declares no range for it need only be finite)."""
     ranges = option_ranges(type(cfg.field))
     for name, key, value in numeric_options(config_to_dict(cfg)):
         if not math.isfinite(value):
             raise VoxnerfError(f"{where}: {name} = {value}: expected a finite number")
-        if not ranges[key].admits(value):
-            raise VoxnerfError(f"{where}: {name} = {value:g}: expected {ranges[key]}")
+        limits = ranges.get(key)
+        if limits is not None and not limits.admits(value):
+            raise VoxnerfError(f"{where}: {name} = {value:g}: expected {limits}")
 
 
 def check_override(override: dict, where: str) -> None:

@@ -30,7 +30,7 @@ def cpu_has_fast_bf16() -> bool:
     (`cpu_flags`), or where it lists none, by oneDNN's report. Elsewhere oneDNN emulates bf16: autocast made
     lego_100 training ~20x slower than fp32 on an AVX2-only CPU (most laptops, AMD before Zen 4), and 0.65x the
     steps on an AVX512 Xeon without AVX512-BF16, where oneDNN still reports bf16 as supported
-    (benchmarks/RESULTS.md)."""
+    (benchmarks/log/2026-12-02-precision-and-tables.md)."""
     flags = cpu_flags()
     if flags:
         return any(flag in flags for flag in NATIVE_BF16_FLAGS)

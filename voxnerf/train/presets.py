@@ -35,7 +35,8 @@ def preset_path(name_or_path: str | Path) -> Path:
 
 CPU_OVERLAY = "cpu"  # configs/cpu.yaml: the CPU sizing applied over a layout's preset
 FP32_OVERLAY = "cpu-fp32"  # configs/cpu-fp32.yaml: over configs/cpu.yaml where the CPU has no native bf16 (fp32 steps)
-FP32_PRESETS = ("llff", "blender")  # the presets whose every-capture rows it raised by the rule (RESULTS.md)
+FP32_PRESETS = ("llff", "blender")  # the presets whose every-capture rows it raised by the rule
+# (benchmarks/log/2026-12-02-precision-and-tables.md)
 
 
 def default_config(scene: Scene, out: Path, resume: bool, device: torch.device,
@@ -51,8 +52,8 @@ def default_config(scene: Scene, out: Path, resume: bool, device: torch.device,
 
 
 def preset_for(scene: Scene, device: torch.device = torch.device("cpu")) -> tuple[str, list[str], str]:
-    """The preset for a scene's detected layout (voxnerf.data.layout), the overlays for the device (configs/cpu.yaml on a
-    CPU: the layout presets are sized for a GPU; then configs/cpu-fp32.yaml for FP32_PRESETS where the CPU has no
+    """The preset for a scene's detected layout (voxnerf.data.layout), the overlays for the device (configs/cpu.yaml
+    on a CPU: the layout presets are sized for a GPU; then configs/cpu-fp32.yaml for FP32_PRESETS where the CPU has no
     native bf16, so `precision: auto` trains in fp32), and the reason."""
     layout = detect_layout(scene)
     if layout == "forward":

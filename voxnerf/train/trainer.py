@@ -83,7 +83,8 @@ class Trainer:
                                          self._footprint)
         self.optimizer = self._make_optimizer()
         if resume:
-            self._restore(load_checkpoint(self.out / CHECKPOINT, "cpu"), self.out / CHECKPOINT)  # moved to the device piece by piece
+            path = self.out / CHECKPOINT
+            self._restore(load_checkpoint(path, "cpu"), path)  # moved to the device piece by piece
         self.sampler = RaySampler(scene, scene.split_indices("train"), device, self.model.space,
                                   progress=not quiet and self.world.is_main)
         self.sampler.at_scale(self.strategy.level(self.progress()).image_scale)  # decoded off the training clock
@@ -156,7 +157,7 @@ class Trainer:
     def _set_learning_rates(self, progress: float) -> None:
         """The configured rates, decayed exponentially over the budget and grown with the ranks by the rule
         `optim.lr_ranks` names (voxnerf.run.config.LR_RANK_RULES): a step of N ranks averages N batches, and the less
-        noisy mean allows longer steps (benchmarks/RESULTS.md measures both rules on two CPU ranks)."""
+        noisy mean allows longer steps (benchmarks/log/2026-11-23-cuda-path-and-ranks.md)."""
         o = self.cfg.optim
         scale = o.lr_final_ratio ** progress * LR_RANK_RULES[o.lr_ranks](self.world.size)
         for group in self.optimizer.param_groups:
