@@ -49,23 +49,17 @@ def psnr_on_test_views(trainer: Trainer) -> float:
 @pytest.fixture(scope="module")
 def fp16_run(sphere, tmp_path_factory):
     """An fp16 run, with the dtypes of the MLP's output and of the compositing's inputs and outputs seen in it."""
-    dtypes: dict[str, set] = {"mlp": set(), "weights": set(), "transmittance": set(), "rgb": set()}
-    render_weights, accumulate = renderer.render_weights, renderer.accumulate
+    dtypes: dict[str, set] = {"mlp": set(), "weights": set(), "opacity": set(), "rgb": set()}
+    composite = renderer.composite
 
-    def weights_seen(sigmas, deltas, ray_idx):
-        weights, transmittance = render_weights(sigmas, deltas, ray_idx)
-        dtypes["weights"].add(weights.dtype)
-        dtypes["transmittance"].add(transmittance.dtype)
-        return weights, transmittance
-
-    def accumulated_seen(*args, **kwargs):
-        out = accumulate(*args, **kwargs)
-        dtypes["rgb"].add(out.dtype)
+    def composited_seen(*args, **kwargs):
+        out = composite(*args, **kwargs)
+        for name in ("weights", "opacity", "rgb"):
+            dtypes[name].add(getattr(out, name).dtype)
         return out
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(renderer, "render_weights", weights_seen)
-        patch.setattr(renderer, "accumulate", accumulated_seen)
+        patch.setattr(renderer, "composite", composited_seen)
         out = tmp_path_factory.mktemp("fp16-run")
         trainer = trainer_for(sphere, out, "fp16")
         trainer.model.field.decoder.mlp.register_forward_hook(lambda m, i, o: dtypes["mlp"].add(o.dtype))
@@ -78,7 +72,7 @@ def fp16_run(sphere, tmp_path_factory):
 def test_fp16_runs_the_mlp_in_half_precision_and_composites_in_fp32(fp16_run):
     trainer, _, _, dtypes = fp16_run
     assert trainer.scaler.is_enabled() and trainer.amp_dtype == torch.float16
-    assert dtypes == {"mlp": {torch.float16}, "weights": {torch.float32}, "transmittance": {torch.float32},
+    assert dtypes == {"mlp": {torch.float16}, "weights": {torch.float32}, "opacity": {torch.float32},
                       "rgb": {torch.float32}}
 
 

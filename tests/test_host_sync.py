@@ -21,7 +21,7 @@ from voxnerf.data import load_scene
 from voxnerf.run.config import load_config
 from voxnerf.train.trainer import Trainer
 
-SYNC_BUDGET = 8  # host syncs per training step (nerfacc + Instant-NGP: one or two)
+SYNC_BUDGET = 4  # host syncs per training step (nerfacc + Instant-NGP: one or two); a rank adds the exchange's read
 
 aten = torch.ops.aten
 DATA_DEPENDENT = {aten._local_scalar_dense.default, aten.nonzero.default, aten.masked_select.default,
@@ -142,4 +142,4 @@ def test_a_step_of_two_ranks_forces_at_most_the_sync_budget_beyond_its_collectiv
     for rank in range(2):
         counted = json.loads((tmp_path / f"rank{rank}.json").read_text())
         assert counted["detail"]["exchange host read"] == 1
-        assert counted["per_step"] <= SYNC_BUDGET, f"rank {rank}: {counted} (budget {SYNC_BUDGET})"
+        assert counted["per_step"] <= SYNC_BUDGET + 1, f"rank {rank}: {counted} (budget {SYNC_BUDGET} + 1)"

@@ -9,7 +9,7 @@ from test_grid import sphere_model, strategy
 import voxnerf.scenes as vs
 from voxnerf.data.space import ray_box
 from voxnerf.render.renderer import RenderConfig, render_rays, sigma_fn
-from voxnerf.render.volrend import distortion, exclusive_segment_cumsum, render_weights
+from voxnerf.render.volrend import _Composite, composite, distortion, exclusive_segment_cumsum
 
 EXACT = RenderConfig(alpha_min=0.0, transmittance_min=0.0, color_weight_min=0.0)
 
@@ -34,9 +34,52 @@ def test_exclusive_segment_cumsum_matches_a_loop():
 
 def test_weights_of_a_uniform_fog_follow_beer_lambert():
     sigma, delta, n = 0.7, 0.05, 40
-    weights, transmittance = render_weights(torch.full((n,), sigma), torch.full((n,), delta), torch.zeros(n, dtype=torch.long))
-    assert math.isclose(float(weights.sum()), 1 - math.exp(-sigma * delta * n), rel_tol=1e-6)
-    assert math.isclose(float(transmittance[-1]), math.exp(-sigma * delta * (n - 1)), rel_tol=1e-6)
+    out = composite(torch.full((n,), sigma), torch.full((n,), delta), torch.zeros(n, dtype=torch.long),
+                    torch.zeros(0, 3), torch.zeros(0, dtype=torch.long), torch.zeros(n), 1)
+    assert math.isclose(float(out.weights.sum()), 1 - math.exp(-sigma * delta * n), rel_tol=1e-6)
+    assert math.isclose(float(out.opacity[0]), 1 - math.exp(-sigma * delta * n), rel_tol=1e-6)
+    assert math.isclose(float(out.weights[-1]), math.exp(-sigma * delta * (n - 1)) * (1 - math.exp(-sigma * delta)),
+                        rel_tol=1e-6)
+
+
+def composited_by_autograd(sigmas, deltas, ray_idx, rgb, colored, distance, n_rays):
+    """`composite`'s sums written as plain tensor operations, differentiated by autograd: the reference."""
+    tau = sigmas * deltas
+    transmittance = torch.exp(-exclusive_segment_cumsum(tau, ray_idx))
+    alphas = 1 - torch.exp(-tau)
+    weights = transmittance * alphas
+    rays = torch.zeros(n_rays, dtype=sigmas.dtype)
+    color = torch.zeros(n_rays, 3, dtype=sigmas.dtype).index_add(0, ray_idx[colored], weights[colored, None] * rgb)
+    return (rays.index_add(0, ray_idx, weights), color, rays.index_add(0, ray_idx, weights * distance),
+            alphas.sum(), weights)
+
+
+def test_the_written_out_compositing_gradient_is_autograd_s():
+    gen = torch.Generator().manual_seed(0)
+    m, n_rays = 80, 11
+    ray_idx = torch.randint(0, n_rays, (m,), generator=gen).sort().values  # some rays get no sample
+    sigmas = (torch.rand(m, generator=gen, dtype=torch.float64) * 4).requires_grad_()
+    deltas, distance = torch.rand(m, generator=gen, dtype=torch.float64), torch.rand(m, generator=gen, dtype=torch.float64)
+    colored = torch.nonzero(torch.rand(m, generator=gen) > 0.3).squeeze(-1)
+    rgb = torch.rand(len(colored), 3, generator=gen, dtype=torch.float64, requires_grad=True)
+    args = (deltas, ray_idx, colored, distance, n_rays)
+    ours = _Composite.apply(sigmas, rgb, *args)
+    theirs = composited_by_autograd(sigmas, deltas, ray_idx, rgb, colored, distance, n_rays)
+    for a, b in zip(ours, theirs):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
+    for used in ([0, 1, 2, 3, 4], [1], [4, 0]):  # every output, and a few alone (their gradients come as None)
+        def loss(out, used=used):
+            return sum((out[i] * torch.linspace(-1, 2, out[i].numel(), dtype=torch.float64).view_as(out[i])).sum()
+                       for i in used)
+
+        ours = torch.autograd.grad(loss(_Composite.apply(sigmas, rgb, *args)), [sigmas, rgb], allow_unused=True)
+        theirs = torch.autograd.grad(loss(composited_by_autograd(sigmas, deltas, ray_idx, rgb, colored, distance,
+                                                                 n_rays)), [sigmas, rgb], allow_unused=True)
+        for a, b in zip(ours, theirs):
+            assert (a is None) == (b is None or not b.any())
+            if a is not None:
+                torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
+                assert a.abs().max() > 1e-3  # a gradient that is there, not zeros on both sides
 
 
 def test_ray_box_hits_and_misses():

@@ -128,7 +128,7 @@ def test_with_a_near_bound_the_contract_box_holds_where_rays_start_and_rays_star
     dirs = torch.as_tensor(cams.forward, dtype=torch.float32)
     cfg = RenderConfig(alpha_min=0.0, transmittance_min=1e-6, color_weight_min=0.0)
     rays = space.march_rays(origins, dirs)
-    samples = model.estimator.march(rays, lambda g: (torch.zeros(len(g)), (g,)), 0.02, torch.full((12,), 0.5),
+    samples = model.estimator.march(rays, lambda g, cells: (torch.zeros(len(g)), (g,)), 0.02, torch.full((12,), 0.5),
                                     0.0, 1e-6, 16)
     distance = space.ray_distance(samples.t, rays, samples.ray_idx)
     assert distance.min() >= space.near and distance.min() < space.near + 0.05
@@ -151,7 +151,7 @@ def test_each_view_starts_its_rays_at_its_own_near_bound_inside_the_box_of_the_n
     dirs = torch.as_tensor(cams.forward, dtype=torch.float32)
     near = torch.as_tensor(cams.near * space.scale, dtype=torch.float32)
     rays = space.march_rays(origins, dirs, near)
-    samples = model.estimator.march(rays, lambda g: (torch.zeros(len(g)), (g,)), 0.02, torch.full((12,), 0.5),
+    samples = model.estimator.march(rays, lambda g, cells: (torch.zeros(len(g)), (g,)), 0.02, torch.full((12,), 0.5),
                                     0.0, 1e-6, 16)
     distance = space.ray_distance(samples.t, rays, samples.ray_idx)
     first = torch.full((12,), np.inf).scatter_reduce(0, samples.ray_idx, distance, "amin")
@@ -199,7 +199,7 @@ def test_march_in_a_box_space_samples_evenly_through_the_box():
     origins = torch.tensor([[0.0, 0.0, -3.0]]).expand(5, 3)
     targets = torch.tensor([[0.0, 0.0, 0.0], [0.1, 0.0, 0.0], [0.0, -0.1, 0.0], [0.1, 0.1, 0.0], [-0.05, 0.1, 0.0]])
     dirs = torch.nn.functional.normalize(targets - origins, dim=-1)
-    thin_fog = lambda g: (torch.full((len(g),), 1e-3), (g,))  # noqa: E731
+    thin_fog = lambda g, cells: (torch.full((len(g),), 1e-3), (g,))  # noqa: E731
     s = occupancy.march(occupancy.space.march_rays(origins, dirs), thin_fog, 0.03, torch.full((5,), 0.5), 0, 1e-4, 16)
     assert torch.all(s.delta == 0.03)
     length = 2 / dirs[:, 2]  # through the box from z = -1 to z = 1

@@ -62,7 +62,7 @@ def pixel_rays(
     if distortion is not None:
         xy = undistort(xy, distortion)
     d_cam = torch.cat([xy, torch.ones_like(xy[:, :1])], -1)
-    dirs = torch.einsum("rij,rj->ri", c2w[:, :, :3], d_cam)
+    dirs = (c2w[:, :, :3] * d_cam.unsqueeze(1)).sum(-1)
     return c2w[:, :, 3].expand_as(dirs), torch.nn.functional.normalize(dirs, dim=-1)
 
 

@@ -47,17 +47,21 @@ class Field(nn.Module):
         self.start_resolution = resolution
 
     # ---- queries --------------------------------------------------------------------------------------------
-    def lookup(self, g: torch.Tensor) -> Lookup:
-        """(N, 3) grid points -> their Lookup (differentiable in g where the field is)."""
+    def lookup(self, g: torch.Tensor, cell_rows: torch.Tensor | None = None) -> Lookup:
+        """(N, 3) grid points -> their Lookup (differentiable in g where the field is). `cell_rows` (N,): the row of
+        each point's cell in the occupancy estimator's bricks, where the caller knows it (the march's samples lie
+        in occupied cells), which a field on those bricks may use to look less."""
         raise NotImplementedError
 
     def density(self, lookup: Lookup) -> torch.Tensor:
         """sigma (N,) >= 0, float32, per unit of march length, at looked-up points."""
         raise NotImplementedError
 
-    def color(self, lookup: Lookup, dirs: torch.Tensor, amp_dtype: torch.dtype | None = None) -> torch.Tensor:
-        """rgb (N, 3) in [0, 1], float32, at looked-up points seen along unit directions dirs (N, 3); the decoder
-        runs under autocast with `amp_dtype` when given."""
+    def color(self, lookup: Lookup, dirs: torch.Tensor, amp_dtype: torch.dtype | None = None,
+              rays: torch.Tensor | None = None) -> torch.Tensor:
+        """rgb (N, 3) in [0, 1], float32, at looked-up points seen along unit directions: dirs (N, 3), one per
+        point, or with `rays` (N,) int64 naming each point's ray, dirs (R, 3) of the rays (the view encoding is then
+        made once per ray). The decoder runs under autocast with `amp_dtype` when given."""
         raise NotImplementedError
 
     def density_at(self, g: torch.Tensor) -> torch.Tensor:

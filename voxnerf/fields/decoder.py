@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from voxnerf.fields.interpolate import take_rows
 from voxnerf.fields.sh import MAX_DEGREE, sh_encode
 from voxnerf.ranges import NON_NEGATIVE, OPEN_FRACTION, POSITIVE, Range
 
@@ -70,16 +71,20 @@ class ColorDecoder(nn.Module):
             torch.manual_seed(seed)
             return cls(cfg.feature_dim, cfg.hidden, cfg.layers, cfg.sh_degree)
 
-    def forward(self, features: torch.Tensor, dirs: torch.Tensor,
-                amp_dtype: torch.dtype | None = None) -> torch.Tensor:
-        """features (N, C), unit dirs (N, 3) -> rgb (N, 3) float32.
+    def forward(self, features: torch.Tensor, dirs: torch.Tensor, amp_dtype: torch.dtype | None = None,
+                rays: torch.Tensor | None = None) -> torch.Tensor:
+        """features (N, C) and unit dirs (N, 3), or dirs (R, 3) of rays with `rays` (N,) naming each point's ray ->
+        rgb (N, 3) float32.
 
         Only the MLP runs under autocast (`amp_dtype`): features are gathered in FP32 by the caller, so a feature
-        table is never cast (a (V, C) copy per call) and features keep full precision.
+        table is never cast (a (V, C) copy per call) and features keep full precision; so is the view encoding.
         """
+        view = sh_encode(dirs, self.sh_degree).to(features.dtype)
+        if rays is not None:
+            view = take_rows(view, rays)
         autocast = torch.autocast(features.device.type, dtype=amp_dtype) if amp_dtype else nullcontext()
         with autocast:
-            h = torch.cat([features, sh_encode(dirs, self.sh_degree).to(features.dtype)], -1)
+            h = torch.cat([features, view], -1)
             n = len(h)
             if amp_dtype is not None:
                 h = F.pad(h, (0, 0, 0, bucketed_rows(n) - n))

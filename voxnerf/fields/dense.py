@@ -48,14 +48,15 @@ class DenseGridField(Field):
         values = F.grid_sample(volume, g.view(1, -1, 1, 1, 3), mode="bilinear", align_corners=True)
         return values.view(volume.shape[1], -1).T
 
-    def lookup(self, g: torch.Tensor) -> Lookup:
+    def lookup(self, g: torch.Tensor, cell_rows: torch.Tensor | None = None) -> Lookup:
         return (g,)
 
     def density(self, lookup: Lookup) -> torch.Tensor:
         return self.activate(self._sample(self.density_volume, lookup[0])[:, 0])
 
-    def color(self, lookup: Lookup, dirs: torch.Tensor, amp_dtype: torch.dtype | None = None) -> torch.Tensor:
-        return self.decoder(self._sample(self.feature_volume, lookup[0]), dirs, amp_dtype)
+    def color(self, lookup: Lookup, dirs: torch.Tensor, amp_dtype: torch.dtype | None = None,
+              rays: torch.Tensor | None = None) -> torch.Tensor:
+        return self.decoder(self._sample(self.feature_volume, lookup[0]), dirs, amp_dtype, rays)
 
     def param_groups(self, optim) -> list[dict]:
         return [

@@ -3,9 +3,15 @@
 Each band l holds 2l + 1 functions, orthonormal over the sphere (m = -l ... l, as polynomials in x, y, z); the
 signs of the odd-m functions are a convention that the decoder's first layer absorbs. Glossy real objects need the
 higher bands: a highlight that moves across a surface as the camera turns is a sharp function of the direction.
+
+The formulas below define the basis; `sh_encode` evaluates it as one product of the directions' monomials
+x^a y^b z^c (a + b + c <= degree) with a coefficient matrix solved once from the formulas: a dozen operations for
+any degree, where the formulas dispatch one per product (about a hundred at degree 4).
 """
 
 from __future__ import annotations
+
+from functools import cache
 
 import torch
 
@@ -34,16 +40,24 @@ def _band4(x: torch.Tensor, y: torch.Tensor, z: torch.Tensor) -> list[torch.Tens
 
 
 def sh_encode(d: torch.Tensor, degree: int) -> torch.Tensor:
-    """Real SH basis up to `degree` (0 ... MAX_DEGREE) of unit directions.
+    """Real SH basis up to `degree` (0 ... MAX_DEGREE) of unit directions: `sh_formulas` as monomials @ coefficients.
 
     Args:
         d: (N, 3) unit directions.
         degree: highest band.
     Returns:
-        (N, (degree + 1) ** 2) basis values.
+        (N, (degree + 1) ** 2) basis values, in the dtype of `d`.
     """
-    if not 0 <= degree <= MAX_DEGREE:
-        raise ValueError(f"SH degree must be 0 to {MAX_DEGREE}, got {degree}")
+    _check_degree(degree)
+    columns, coefficients = _monomial_basis(degree)
+    powers = torch.cat([torch.ones_like(d).unsqueeze(-1), d.unsqueeze(-1).expand(-1, -1, degree).cumprod(-1)], -1)
+    x, y, z = (powers.flatten(1).index_select(1, c.to(d.device)) for c in columns)  # (N, K) each: x^a, y^b, z^c
+    return (x * y * z) @ coefficients.to(d.device, d.dtype)
+
+
+def sh_formulas(d: torch.Tensor, degree: int) -> torch.Tensor:
+    """The basis of `sh_encode`, band by band from its formulas: (N, 3) unit directions -> (N, (degree + 1) ** 2)."""
+    _check_degree(degree)
     x, y, z = d.unbind(-1)
     bands = [torch.full_like(x, C0)]
     if degree >= 1:
@@ -56,3 +70,27 @@ def sh_encode(d: torch.Tensor, degree: int) -> torch.Tensor:
     if degree >= 4:
         bands += _band4(x, y, z)
     return torch.stack(bands, -1)
+
+
+def _check_degree(degree: int) -> None:
+    if not 0 <= degree <= MAX_DEGREE:
+        raise ValueError(f"SH degree must be 0 to {MAX_DEGREE}, got {degree}")
+
+
+@cache
+def _monomial_basis(degree: int) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+    """The monomials x^a y^b z^c of total degree <= `degree` and the basis in them.
+
+    Returns:
+        columns: for x, y and z, (K,) int64 columns of each monomial's power in `sh_encode`'s powers table, (N, 3,
+            degree + 1) flattened: x^0 ... x^degree, y^0 ..., z^0 ....
+        coefficients: (K, (degree + 1) ** 2) float64, solved by least squares from `sh_formulas` at 4K generic
+            points (every basis function is such a polynomial, so the fit is exact to rounding).
+    """
+    exponents = torch.tensor([(a, b, c) for a in range(degree + 1) for b in range(degree + 1 - a)
+                              for c in range(degree + 1 - a - b)])
+    points = torch.randn(4 * len(exponents), 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    monomials = (points.unsqueeze(1) ** exponents).prod(-1)
+    coefficients = torch.linalg.lstsq(monomials, sh_formulas(points, degree)).solution
+    columns = tuple(exponents[:, axis] + axis * (degree + 1) for axis in range(3))
+    return columns, coefficients

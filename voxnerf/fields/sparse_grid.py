@@ -72,9 +72,9 @@ class SparseVoxelGrid(BrickModule):
         self.gradient_tables = GradientTables()
 
     # ---- lookup ---------------------------------------------------------------------------------------------
-    def stencil(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def stencil(self, x: torch.Tensor, cell_rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Corner rows (N, 8) and trilinear weights (N, 8) of grid points (N, 3); see BrickIndex.corners."""
-        return self.bricks.corners(x)
+        return self.bricks.corners(x, cell_rows)
 
     def density_at(self, rows: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """Raw density (N,) interpolated with a stencil from `stencil`."""

@@ -72,8 +72,10 @@ class SparseVoxelField(Field, BrickField):
         return self.activate.inverse(sigma).float()
 
     # ---- queries --------------------------------------------------------------------------------------------
-    def lookup(self, g: torch.Tensor) -> Lookup:
-        return tuple(t for grid in self.grids() for t in grid.stencil(g))
+    def lookup(self, g: torch.Tensor, cell_rows: torch.Tensor | None = None) -> Lookup:
+        """The estimator's bricks are the grid's, so `cell_rows` are the grid's own rows of the points' cells: the
+        grid reads their stencils from them (the detail level looks its up)."""
+        return tuple(t for grid in self.grids() for t in grid.stencil(g, cell_rows if grid is self.grid else None))
 
     def density(self, lookup: Lookup) -> torch.Tensor:
         raw = self.grid.density_at(*lookup[:2])
@@ -81,11 +83,12 @@ class SparseVoxelField(Field, BrickField):
             raw = plus_detail(raw, self.detail.density_at, *lookup[2:])
         return self.activate(raw)
 
-    def color(self, lookup: Lookup, dirs: torch.Tensor, amp_dtype: torch.dtype | None = None) -> torch.Tensor:
+    def color(self, lookup: Lookup, dirs: torch.Tensor, amp_dtype: torch.dtype | None = None,
+              rays: torch.Tensor | None = None) -> torch.Tensor:
         features = self.grid.features_at(*lookup[:2])
         if len(lookup) > 2:
             features = plus_detail(features, self.detail.features_at, *lookup[2:])
-        return self.decoder(features, dirs, amp_dtype)
+        return self.decoder(features, dirs, amp_dtype, rays)
 
     @torch.no_grad()
     def vertex_density(self) -> torch.Tensor:

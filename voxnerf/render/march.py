@@ -4,11 +4,14 @@ Coarse-then-fine marching: coarse steps of half a brick test the dilated brick o
 expands into fine steps that test the cell occupancy. Rays advance in rounds of `chunk` coarse steps; after each
 round the density of the new samples (asked of the field through `sigma_fn`) updates each ray's transmittance,
 samples with alpha below `alpha_min` are dropped, and rays whose transmittance fell below `transmittance_min` stop
-(early ray termination).
+(early ray termination). The march also marks the kept samples whose compositing weight will exceed
+`color_weight_min` (those the renderer asks the field's color of): the weights are the ones the renderer computes from
+the same densities, so it need not compact them again.
 
 Made for a GPU fed by the host: a round compacts twice (one `nonzero` over the coarse steps, one over the fine
 ones) and everything else is gathers and masks: a march waits on the device 2 * rounds + 2 times, not once per
-filter (tests/test_host_sync.py counts it): the round count, two per round, the final compaction.
+filter (tests/test_host_sync.py counts it): the round count, two per round, and one read of the kept and colored
+counts, after which both compactions have known sizes (`nonzero_static`).
 
 The space (voxnerf.data.space) says where rays start and end, how the march parameter u turns into distances and grid
 points, and how long each sample's interval is.
@@ -25,10 +28,13 @@ import torch
 from voxnerf.data.space import MarchRays
 from voxnerf.fields.base import Lookup
 from voxnerf.fields.bricks import BRICK
-from voxnerf.render.volrend import exclusive_segment_cumsum
+from voxnerf.render.volrend import compositing_weights, exclusive_segment_cumsum
 
-SigmaFn = Callable[[torch.Tensor], tuple[torch.Tensor, Lookup]]
-"""(N, 3) grid points -> sigma (N,) and the points' Lookup."""
+COUNT_BASE = 1 << 32  # two sample counts read from the device as one number: kept * COUNT_BASE + colored
+
+SigmaFn = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, Lookup]]
+"""(N, 3) grid points in occupied cells, and their cells' rows (N,) in the estimator's bricks -> sigma (N,) and the
+points' Lookup."""
 
 
 @dataclass
@@ -42,6 +48,8 @@ class Samples:
         delta: (M,) length of the interval each sample stands for (same units as t).
         lookup: the field's Lookup of each sample point (tensors (M, ...)), reused for density and color.
         candidates: () number of fine sample positions the rays crossed (before any skipping), on the device.
+        colored: (K,) int64 positions of the samples whose compositing weight exceeds the march's
+            `color_weight_min`, increasing.
     """
 
     ray_idx: torch.Tensor
@@ -50,6 +58,7 @@ class Samples:
     delta: torch.Tensor
     lookup: Lookup
     candidates: torch.Tensor
+    colored: torch.Tensor
 
 
 def _per_fine_step(values: torch.Tensor, substeps: int) -> torch.Tensor:
@@ -69,6 +78,7 @@ def march(
     alpha_min: float = 1e-4,
     transmittance_min: float = 1e-4,
     chunk: int = 16,
+    color_weight_min: float = 0.0,
 ) -> Samples:
     """Sample points along rays, skipping empty space and stopping where rays become opaque.
 
@@ -81,6 +91,7 @@ def march(
         alpha_min: samples less opaque than this are dropped.
         transmittance_min: a ray stops once its transmittance falls below this.
         chunk: coarse steps marched per round before transmittance is updated.
+        color_weight_min: samples whose compositing weight exceeds this are marked `colored`.
     Returns:
         Samples, sorted by ray and distance.
     """
@@ -96,6 +107,8 @@ def march(
     tau = torch.zeros(n_rays, device=device)
     marching = u_far > u_near  # (R,) rays not yet past their end nor opaque
     fine = torch.arange(substeps, device=device)
+    # what a fine step needs of its ray, gathered and repeated in one piece: origin, direction, u_far, offset, extra
+    per_ray = torch.cat([origins, dirs, u_far[:, None], offsets[:, None], extra], 1)  # (R, 8 + K)
     rounds: list[tuple] = []
     for start in range(0, n_coarse, chunk):
         j = torch.arange(start, min(start + chunk, n_coarse), device=device)
@@ -105,27 +118,34 @@ def march(
         live = marching[:, None] & (u_c < u_far[:, None]) & in_brick
         ray_c, j_c = torch.nonzero(live, as_tuple=True)  # host sync 1 of the round
         ray = _per_fine_step(ray_c, substeps)
-        u = (u_c[ray_c, j_c][:, None] + (fine + offsets[ray_c, None]) * step).reshape(-1)
-        t = space.march_distance(u, _per_fine_step(extra[ray_c], substeps))
-        x = space.march_points(_per_fine_step(origins[ray_c], substeps), _per_fine_step(dirs[ray_c], substeps), t)
-        ends = _per_fine_step(u_far[ray_c], substeps)
-        inside = torch.nonzero((u < ends) & occupancy.is_occupied(x)).squeeze(-1)  # host sync 2
-        ray, u, t, x = ray[inside], u[inside], t[inside], x[inside]
+        of_ray = _per_fine_step(per_ray[ray_c], substeps)
+        u = _per_fine_step(u_c[ray_c, j_c], substeps) + (fine.repeat(len(ray_c)) + of_ray[:, 7]) * step
+        t = space.march_distance(u, of_ray[:, 8:])
+        x = space.march_points(of_ray[:, :3], of_ray[:, 3:6], t)
+        ends = of_ray[:, 6]
+        cells = occupancy.cell_rows(x)
+        inside = torch.nonzero((u < ends) & occupancy.occupied_rows(cells)).squeeze(-1)  # host sync 2
+        ray, u, t, x, cells = ray[inside], u[inside], t[inside], x[inside], cells[inside]
         delta = space.intervals(u, step, u_far[ray], extra[ray])
-        sigma, lookup = sigma_fn(x)
+        sigma, lookup = sigma_fn(x, cells)
         tau_step = sigma * delta
         before = tau[ray] + exclusive_segment_cumsum(tau_step, ray)
         keep = (before < tau_max) & (-torch.expm1(-tau_step) >= alpha_min)
-        rounds.append((keep, ray, t, u, delta, *lookup))
+        rounds.append((keep, tau_step, ray, t, u, delta, *lookup))
         tau.index_add_(0, ray, tau_step)
         marching = marching & (tau < tau_max)
     if not rounds:
-        sigma, lookup = sigma_fn(torch.zeros(0, 3, device=device))
+        sigma, lookup = sigma_fn(torch.zeros(0, 3, device=device), torch.zeros(0, dtype=torch.int64, device=device))
         empty = torch.zeros(0, device=device)
-        return Samples(empty.long(), empty, empty, empty, lookup, candidates)
-    keep, *columns = (torch.cat(c) if len(c) > 1 else c[0] for c in zip(*rounds))
-    kept = torch.nonzero(keep).squeeze(-1)  # the march's last host sync
+        return Samples(empty.long(), empty, empty, empty, lookup, candidates, empty.long())
+    columns = [torch.cat(c) if len(c) > 1 else c[0] for c in zip(*rounds)]
     if len(rounds) > 1:  # a round's samples come by ray, then distance; rounds in distance order: a stable sort
-        kept = kept[torch.argsort(columns[0][kept], stable=True)]
+        order = torch.argsort(columns[2], stable=True)
+        columns = [c[order] for c in columns]
+    keep, tau_step, *columns = columns
+    colored = keep & (compositing_weights(tau_step * keep, columns[0]) > color_weight_min)
+    n_kept, n_colored = divmod((keep.sum() * COUNT_BASE + colored.sum()).item(), COUNT_BASE)  # the last host sync
+    kept = torch.nonzero_static(keep, size=n_kept).squeeze(-1)
     ray_idx, t, u, delta, *lookup = (c[kept] for c in columns)
-    return Samples(ray_idx, t, u, delta, tuple(lookup), candidates)
+    colored = torch.nonzero_static(colored[kept], size=n_colored).squeeze(-1)
+    return Samples(ray_idx, t, u, delta, tuple(lookup), candidates, colored)

@@ -23,7 +23,6 @@ from voxnerf.fields.bricks import (
     STENCIL_CHUNK,
     BrickModule,
     all_bricks,
-    flat_index,
 )
 from voxnerf.render.march import Samples, SigmaFn, march
 
@@ -84,14 +83,21 @@ class OccupancyGrid(BrickModule):
     # ---- queries --------------------------------------------------------------------------------------------
     def is_occupied(self, g: torch.Tensor) -> torch.Tensor:
         """(N, 3) grid points -> (N,) bool, whether each lies in an occupied cell."""
-        slots = self.bricks.vertex_slots(self.bricks.cells(g))
-        return self.occupied[slots.clamp_min(0)] & (slots >= 0)
+        return self.occupied_rows(self.cell_rows(g))
+
+    def cell_rows(self, g: torch.Tensor) -> torch.Tensor:
+        """(N, 3) grid points -> (N,) int64 row of the cell holding each, -1 where its brick is not allocated."""
+        return self.bricks.vertex_slots(self.bricks.cells(g))
+
+    def occupied_rows(self, rows: torch.Tensor) -> torch.Tensor:
+        """(N,) int64 cell rows (-1: none) -> (N,) bool, whether each cell is occupied."""
+        return self.occupied[rows.clamp_min(0)] & (rows >= 0)
 
     def in_occupied_brick(self, g: torch.Tensor) -> torch.Tensor:
         """(N, 3) grid points -> (N,) bool, whether each lies in a (dilated) occupied brick."""
         n = self.bricks.bricks_per_axis
         b = (self.bricks.vertex_coords(g).long() >> 3).clamp_max(n - 1)
-        return self.brick_occupied.view(-1)[flat_index(b, n)]
+        return self.brick_occupied.view(-1)[self.bricks.raster(b)]
 
     def occupied_cells(self) -> torch.Tensor:
         """(K, 3) int64 coordinates of the occupied cells."""
@@ -193,7 +199,7 @@ class OccupancyGrid(BrickModule):
         self.set_occupied(self.occupied)
 
     def march(self, rays: MarchRays, sigma_fn: SigmaFn, step: float, offsets: torch.Tensor, alpha_min: float,
-              transmittance_min: float, chunk: int) -> Samples:
+              transmittance_min: float, chunk: int, color_weight_min: float = 0.0) -> Samples:
         """Sample points along rays through the occupied cells (see `voxnerf.render.march.march` for the arguments)."""
-        return march(self, rays, sigma_fn, step, offsets, alpha_min, transmittance_min, chunk)
+        return march(self, rays, sigma_fn, step, offsets, alpha_min, transmittance_min, chunk, color_weight_min)
 

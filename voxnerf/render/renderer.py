@@ -12,7 +12,7 @@ from torch.utils.checkpoint import checkpoint
 from voxnerf.data.space import MarchRays
 from voxnerf.fields.base import Field, Lookup
 from voxnerf.render.march import Samples
-from voxnerf.render.volrend import accumulate, distortion, render_weights
+from voxnerf.render.volrend import composite, distortion
 
 if TYPE_CHECKING:
     from voxnerf.render.model import Model
@@ -24,9 +24,10 @@ class RenderConfig:
     alpha_min: float = 1e-4  # samples less opaque than this are skipped
     transmittance_min: float = 1e-4  # rays stop once their transmittance falls below this
     color_weight_min: float = 1e-4  # color is evaluated only where the compositing weight exceeds this
-    march_chunk: int = 64  # coarse steps per marching round (between early-termination checks): fewer, larger
-    #                        rounds; 64 against 16, steps of 0.92-0.96x the time on three CPU rows
-    #                        (benchmarks/log/2026-12-05-faster-step.md)
+    march_chunk: int = 128  # coarse steps per marching round (between early-termination checks): fewer, larger
+    #                         rounds; 64 against 16, steps of 0.92-0.96x the time on three CPU rows
+    #                         (benchmarks/log/2026-12-05-faster-step.md); 128 marches a 256^3 grid in one round
+    #                         (two host syncs fewer; benchmarks/log/2026-12-07-ops-per-step.md)
     checkpoint_chunk: int = 0  # >0: evaluate the field under gradient checkpointing in chunks of this many samples
 
 
@@ -54,10 +55,11 @@ def _chunked(fn, chunk: int, *args: torch.Tensor) -> torch.Tensor:
 
 
 def sigma_fn(field: Field):
-    """The estimator's density callback: grid points (N, 3) -> (sigma (N,) without gradient, their Lookup)."""
+    """The estimator's density callback: grid points (N, 3) and the rows of their (occupied) cells (N,) -> (sigma
+    (N,) without gradient, their Lookup)."""
 
-    def query(g: torch.Tensor) -> tuple[torch.Tensor, Lookup]:
-        lookup = field.lookup(g)
+    def query(g: torch.Tensor, cell_rows: torch.Tensor) -> tuple[torch.Tensor, Lookup]:
+        lookup = field.lookup(g, cell_rows)
         return field.density(lookup), lookup
 
     return query
@@ -75,7 +77,7 @@ def march_samples(model: Model, origins: torch.Tensor, dirs: torch.Tensor, cfg: 
         offsets = torch.rand(len(origins), generator=jitter, device=origins.device)
     rays = estimator.space.march_rays(origins, dirs, near)
     samples = estimator.march(rays, sigma_fn(model.field), step, offsets, cfg.alpha_min, cfg.transmittance_min,
-                              cfg.march_chunk)
+                              cfg.march_chunk, cfg.color_weight_min)
     return rays, samples, step
 
 
@@ -116,19 +118,17 @@ def render_rays(
     rays, samples, step = march_samples(model, origins, dirs, cfg, jitter, near)
     ray_idx = samples.ray_idx
     sigmas = _chunked(lambda *lookup: field.density(lookup), cfg.checkpoint_chunk, *samples.lookup)
-    weights, transmittance = render_weights(sigmas, samples.delta, ray_idx)
-    colored = torch.nonzero(weights.detach() > cfg.color_weight_min).squeeze(-1)  # one host sync
-    color_rays = ray_idx[colored]
-    color_args = (dirs[color_rays], *(a[colored] for a in samples.lookup))
-    rgb_s = _chunked(lambda d, *lookup: field.color(lookup, d, amp_dtype), cfg.checkpoint_chunk, *color_args)
-    opacity = accumulate(weights, ray_idx, n)
-    rgb = accumulate(weights[colored], ray_idx[colored], n, rgb_s)
-    if model.color_maps is not None:
-        rgb = model.color_maps(rgb, opacity, images, view_map)
+    colored = samples.colored
+    color_args = (ray_idx[colored], *(a[colored] for a in samples.lookup))
+    rgb_s = _chunked(lambda rays, *lookup: field.color(lookup, dirs, amp_dtype, rays), cfg.checkpoint_chunk,
+                     *color_args)
     distance = space.ray_distance(samples.t, rays, ray_idx)
-    depth = accumulate(weights, ray_idx, n, distance.unsqueeze(-1)).squeeze(-1)
-    rgb = rgb + (1 - opacity).unsqueeze(-1) * background
-    alpha_sum = (weights / transmittance.clamp_min(1e-10)).sum()
-    dist = (distortion(weights, samples.u * space.inner_scale, step * space.inner_scale, ray_idx)
+    out = composite(sigmas, samples.delta, ray_idx, rgb_s, colored, distance, n)
+    rgb = out.rgb
+    if model.color_maps is not None:
+        rgb = model.color_maps(rgb, out.opacity, images, view_map)
+    rgb = rgb + (1 - out.opacity).unsqueeze(-1) * background
+    dist = (distortion(out.weights, samples.u * space.inner_scale, step * space.inner_scale, ray_idx)
             if with_distortion else torch.zeros((), device=origins.device))
-    return RenderResult(rgb, opacity, depth, alpha_sum, dist, len(ray_idx), len(colored), samples.candidates)
+    return RenderResult(rgb, out.opacity, out.depth, out.alpha_sum, dist, len(ray_idx), len(colored),
+                        samples.candidates)

@@ -6,6 +6,8 @@ each sample. This is the ragged (packed) format of nerfacc: no padding, no waste
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 
@@ -29,26 +31,107 @@ def exclusive_segment_cumsum(values: torch.Tensor, ray_idx: torch.Tensor) -> tor
     Returns:
         (M,) in the dtype of `values`.
     """
-    v = values.double()
-    inclusive = torch.cumsum(v, 0)
-    exclusive = inclusive - v
-    return (exclusive - exclusive[segment_start_positions(ray_idx)]).to(values.dtype)
+    return _exclusive_cumsum(values, segment_start_positions(ray_idx))
 
 
-def render_weights(sigmas: torch.Tensor, deltas: torch.Tensor, ray_idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Compositing weights of packed samples: w_i = T_i * alpha_i.
+class Composited(NamedTuple):
+    """Per-ray sums of packed samples (`composite`), and the samples' weights."""
+
+    opacity: torch.Tensor  # (R,) sum of weights
+    rgb: torch.Tensor  # (R, 3) sum of weight * color
+    depth: torch.Tensor  # (R,) sum of weight * distance
+    alpha_sum: torch.Tensor  # () sum of the samples' opacities alpha_i
+    weights: torch.Tensor  # (M,) w_i = T_i * alpha_i
+
+
+def composite(sigmas: torch.Tensor, deltas: torch.Tensor, ray_idx: torch.Tensor, rgb: torch.Tensor,
+              colored: torch.Tensor, distance: torch.Tensor, n_rays: int) -> Composited:
+    """Volume rendering of packed samples in one pass whose backward is written out (`_Composite`): a dozen
+    operations each way, where autograd through the weights and the three sums dispatches several dozen.
 
     Args:
-        sigmas: (M,) density at each sample.
+        sigmas: (M,) density at each sample (differentiable).
         deltas: (M,) length of each sample's interval.
         ray_idx: (M,) sorted ray index of each sample.
+        rgb: (K, 3) color of the samples at positions `colored` (differentiable); the others add no color.
+        colored: (K,) int64 positions of the colored samples.
+        distance: (M,) distance of each sample along its ray (no gradient).
+        n_rays: R.
     Returns:
-        weights (M,) and transmittance T_i = exp(-sum_{j<i} sigma_j delta_j) (M,), both float32.
+        Composited, FP32.
     """
-    tau = sigmas.float() * deltas.float()
-    transmittance = torch.exp(-exclusive_segment_cumsum(tau, ray_idx))
-    alphas = -torch.expm1(-tau)
-    return transmittance * alphas, transmittance
+    return Composited(*_Composite.apply(sigmas.float(), rgb.float(), deltas.float(), ray_idx, colored,
+                                       distance.float(), n_rays))
+
+
+class _Composite(torch.autograd.Function):
+    """`composite`'s sums and their gradients in closed form.
+
+    With tau_i = sigma_i delta_i, T_i = exp(-sum_{j<i} tau_j) and w_i = T_i (1 - exp(-tau_i)): dw_i/dtau_i =
+    T_i exp(-tau_i), dw_k/dtau_i = -w_k for a later sample k of the ray, and d alpha_i/dtau_i = exp(-tau_i). So with
+    g_k the loss's gradient at w_k (through opacity, depth, color and the weights themselves),
+    dL/dtau_i = T_i exp(-tau_i) g_i - sum_{k>i} w_k g_k + exp(-tau_i) dL/d(alpha sum); the sums over later samples
+    run in FP64, as the forward's over earlier ones.
+    """
+
+    @staticmethod
+    def forward(ctx, sigmas, rgb, deltas, ray_idx, colored, distance, n_rays):
+        tau = sigmas * deltas
+        starts = segment_start_positions(ray_idx)
+        transmittance = torch.exp(-_exclusive_cumsum(tau, starts))
+        survival = torch.exp(-tau)  # 1 - alpha
+        weights = transmittance * -torch.expm1(-tau)
+        per_sample = torch.stack([weights, weights * distance], -1)
+        sums = per_sample.new_zeros(n_rays, 2).index_add_(0, ray_idx, per_sample)
+        color_rays, color_weights = ray_idx[colored], weights[colored]
+        color = rgb.new_zeros(n_rays, 3).index_add_(0, color_rays, color_weights.unsqueeze(-1) * rgb)
+        ctx.save_for_backward(rgb, deltas, ray_idx, colored, distance, starts, transmittance, survival, weights,
+                              color_rays, color_weights)
+        ctx.set_materialize_grads(False)
+        ctx.n_rays = n_rays
+        return sums[:, 0], color, sums[:, 1], (1 - survival).sum(), weights
+
+    @staticmethod
+    def backward(ctx, g_opacity, g_color, g_depth, g_alpha_sum, g_weights):
+        (rgb, deltas, ray_idx, colored, distance, starts, transmittance, survival, weights, color_rays,
+         color_weights) = ctx.saved_tensors
+        g = torch.zeros_like(weights) if g_weights is None else g_weights.clone()
+        if g_opacity is not None:
+            g += g_opacity[ray_idx]
+        if g_depth is not None:
+            g += g_depth[ray_idx] * distance
+        g_rgb = None
+        if g_color is not None:
+            g_per_sample = g_color[color_rays]  # (K, 3)
+            g.index_add_(0, colored, (g_per_sample * rgb).sum(-1))
+            g_rgb = color_weights.unsqueeze(-1) * g_per_sample
+        g_tau = transmittance * survival * g - _later_sum(weights * g, ray_idx, starts, ctx.n_rays)
+        if g_alpha_sum is not None:
+            g_tau = g_tau + survival * g_alpha_sum
+        return g_tau * deltas, g_rgb, None, None, None, None, None
+
+
+def _exclusive_cumsum(values: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:
+    """`exclusive_segment_cumsum` with the segments' start positions (M,) given."""
+    v = values.double()
+    exclusive = torch.cumsum(v, 0) - v
+    return (exclusive - exclusive[starts]).to(values.dtype)
+
+
+def _later_sum(values: torch.Tensor, ray_idx: torch.Tensor, starts: torch.Tensor, n_rays: int) -> torch.Tensor:
+    """(M,) sum of `values` over the later samples of the same ray (the ray's total less its samples up to this
+    one), in FP64."""
+    v = values.double()
+    inclusive = torch.cumsum(v, 0)
+    up_to = inclusive - (inclusive - v)[starts]
+    total = torch.zeros(n_rays, dtype=v.dtype, device=v.device).index_add_(0, ray_idx, v)
+    return (total[ray_idx] - up_to).to(values.dtype)
+
+
+def compositing_weights(tau: torch.Tensor, ray_idx: torch.Tensor) -> torch.Tensor:
+    """(M,) weights w_i = T_i * alpha_i of packed samples from their optical depths tau_i = sigma_i * delta_i (M,),
+    the weights `composite` gives (a sample of tau 0 changes no other sample's weight)."""
+    return torch.exp(-exclusive_segment_cumsum(tau, ray_idx)) * -torch.expm1(-tau)
 
 
 def distortion(weights: torch.Tensor, s: torch.Tensor, step: float, ray_idx: torch.Tensor) -> torch.Tensor:
@@ -71,20 +154,3 @@ def distortion(weights: torch.Tensor, s: torch.Tensor, step: float, ray_idx: tor
     before_w = exclusive_segment_cumsum(weights, ray_idx)
     before_ws = exclusive_segment_cumsum(weights * s, ray_idx)
     return 2 * (weights * (s * before_w - before_ws)).sum() + weights.square().sum() * step / 3
-
-
-def accumulate(weights: torch.Tensor, ray_idx: torch.Tensor, n_rays: int, values: torch.Tensor | None = None) -> torch.Tensor:
-    """Per-ray sum of weights (opacity) or of weighted values.
-
-    Args:
-        weights: (M,) sample weights.
-        ray_idx: (M,) ray of each sample.
-        n_rays: number of rays R.
-        values: (M, C) per-sample values, or None to sum the weights themselves.
-    Returns:
-        (R,) when `values` is None, else (R, C).
-    """
-    if values is None:
-        return torch.zeros(n_rays, dtype=weights.dtype, device=weights.device).index_add(0, ray_idx, weights)
-    out = torch.zeros(n_rays, values.shape[-1], dtype=torch.float32, device=weights.device)
-    return out.index_add(0, ray_idx, weights.unsqueeze(-1) * values.float())

@@ -208,7 +208,8 @@ class Trainer:
             "mse": mse.detach(),
             "rays": n_total,
             "samples_per_ray": samples_per_ray,
-            "skipped": 1.0 - result.num_samples / result.num_candidates.clamp_min(1),  # this rank's, on the device
+            "samples": result.num_samples,
+            "candidates": result.num_candidates,  # this rank's, on the device: read on logging steps only
             "color_samples_per_ray": result.num_color_samples / max(len(batch["origins"]), 1),
             "resolution": self.model.estimator.resolution,
             "image_scale": level.image_scale,
@@ -218,23 +219,27 @@ class Trainer:
         """A step's statistics as plain numbers for the log, with the values that wait on the device (loss, PSNR,
         the loss scale, occupied cells) read only here: on logging steps, not every step. The loss scale is the
         GradScaler's (1 without fp16): it halves at every step skipped for an inf or NaN gradient."""
-        row = {k: v for k, v in stats.items() if k != "mse"}
+        row = {k: v for k, v in stats.items() if k not in ("mse", "samples", "candidates")}
         row.update(loss=stats["loss"].item(), loss_scale=self.scaler.get_scale(),
-                   psnr=mse_to_psnr(stats["mse"].item()), skipped=stats["skipped"].item(),
+                   psnr=mse_to_psnr(stats["mse"].item()),
+                   skipped=1.0 - stats["samples"] / max(stats["candidates"].item(), 1),
                    occupied=int(self.model.estimator.occupied.sum()),
                    parameters=sum(p.numel() for p in self.model.parameters()))
         return row
 
     def _regularization(self, result, alpha: torch.Tensor) -> torch.Tensor:
         """Opacity entropy (rays either hit something or see the background), opacity against the pixels' alpha
-        (n,), sample sparsity, distortion, and the field's own regularizers (e.g. total variation of a grid)."""
+        (n,), sample sparsity, distortion, and the field's own regularizers (e.g. total variation of a grid); a term
+        whose weight is 0 is not computed."""
         o = self.cfg.optim
         a = result.opacity.clamp(1e-5, 1 - 1e-5)
-        entropy = -(a * torch.log(a) + (1 - a) * torch.log(1 - a)).mean()
-        silhouette = torch.nn.functional.binary_cross_entropy(a, alpha) if o.alpha_weight else 0.0
-        loss = o.entropy_weight * entropy + o.alpha_weight * silhouette
-        loss = loss + o.sparsity_weight * result.sample_alpha_sum / max(len(a), 1)
-        loss = loss + o.distortion_weight * result.distortion / max(len(a), 1)
+        terms = [
+            (o.entropy_weight, lambda: (torch.special.entr(a) + torch.special.entr(1 - a)).mean()),
+            (o.alpha_weight, lambda: torch.nn.functional.binary_cross_entropy(a, alpha)),
+            (o.sparsity_weight, lambda: result.sample_alpha_sum / max(len(a), 1)),
+            (o.distortion_weight, lambda: result.distortion / max(len(a), 1)),
+        ]
+        loss = sum(weight * term() for weight, term in terms if weight)
         return loss + self.model.field.regularization(o, self.generator)
 
     # ---- loop -----------------------------------------------------------------------------------------------
