@@ -1,6 +1,7 @@
 """The sparse voxel grid and its field: lookup, interpolation and its gradients, subdivision, pruning, memory,
 optimizer state."""
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -274,3 +275,14 @@ def test_total_variation_is_zero_for_a_constant_grid_and_pulls_neighbours_togeth
         grid.density.fill_(3.0)
         grid.features.fill_(-1.0)
     assert [t.item() for t in total_variation(grid, rows)] == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("shape", [(40, 4), (40, 4, 5)])
+def test_the_written_out_squared_differences_gradient_is_autograd_s(shape):
+    from voxnerf.fields.total_variation import _SquaredDifferences
+
+    x = torch.randn(*shape, dtype=torch.float64, generator=torch.Generator().manual_seed(2), requires_grad=True)
+    ours = _SquaredDifferences.apply(x)
+    theirs = (x[:, :1] - x[:, 1:]).pow(2).sum()
+    torch.testing.assert_close(ours, theirs)
+    torch.testing.assert_close(torch.autograd.grad(3 * ours, x)[0], torch.autograd.grad(3 * theirs, x)[0])

@@ -35,6 +35,23 @@ def total_variation(grid: SparseVoxelGrid, rows: torch.Tensor) -> tuple[torch.Te
     gathered = grid.gather(stencil)
     pairs = valid.sum().clamp_min(1)
     density, features = gathered["density"], gathered["features"]  # (N, 4), (N, 4, C)
-    tv_density = (density[:, :1] - density[:, 1:]).pow(2).sum() / pairs
-    tv_features = (features[:, :1] - features[:, 1:]).pow(2).sum() / (pairs * features.shape[-1])
+    tv_density = _SquaredDifferences.apply(density) / pairs
+    tv_features = _SquaredDifferences.apply(features) / (pairs * features.shape[-1])
     return tv_density, tv_features
+
+
+class _SquaredDifferences(torch.autograd.Function):
+    """sum over k >= 1 of (x[:, 0] - x[:, k])^2 for rows stacked as x (N, K, ...), with the backward written out:
+    autograd through the slices, the difference and the square dispatches three times the operations."""
+
+    @staticmethod
+    def forward(ctx, x):
+        differences = x[:, :1] - x[:, 1:]
+        ctx.save_for_backward(differences)
+        return differences.pow(2).sum()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (differences,) = ctx.saved_tensors
+        twice = differences * (2 * grad)
+        return torch.cat([twice.sum(1, keepdim=True), -twice], 1)
