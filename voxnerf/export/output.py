@@ -51,7 +51,7 @@ def make_folder(path: Path) -> None:
 
 
 def vertex_uvs(mesh: o3d.geometry.TriangleMesh) -> np.ndarray:
-    """(V, 2) per-vertex UVs of a textured mesh whose `triangle_uvs` (3F, 2) give each vertex one UV (an atlas
+    """(V, 2) per-vertex UVs of a textured mesh whose `triangle_uvs` (3F, 2) give each vertex one UV (a charted
     mesh, see `texture.textured_mesh`)."""
     uv = np.zeros((len(mesh.vertices), 2))
     uv[np.asarray(mesh.triangles).reshape(-1)] = np.asarray(mesh.triangle_uvs)
