@@ -252,6 +252,17 @@ def glb_json(path: Path) -> dict:
     return json.loads(data[20:20 + length])
 
 
+def glb_vec3(path: Path, attribute: str) -> np.ndarray:
+    """(N, 3) float32 values of the first primitive's `attribute` in a binary glTF, as stored."""
+    data = path.read_bytes()
+    gltf = glb_json(path)
+    binary = 20 + struct.unpack("<I", data[12:16])[0] + 8  # after the JSON chunk and the binary chunk's header
+    accessor = gltf["accessors"][gltf["meshes"][0]["primitives"][0]["attributes"][attribute]]
+    view = gltf["bufferViews"][accessor["bufferView"]]
+    offset = binary + view.get("byteOffset", 0) + accessor.get("byteOffset", 0)
+    return np.frombuffer(data, np.float32, 3 * accessor["count"], offset).reshape(-1, 3)
+
+
 @pytest.mark.parametrize("suffix", [".ply", ".obj", ".glb"])
 def test_mesh_files_hold_the_mesh_in_world_units_with_y_up_in_obj_and_glb(run, tmp_path, suffix):
     """PLY keeps the world's axes; OBJ and GLB hold the same vertices turned so that the cameras' up is +y, as
@@ -521,6 +532,20 @@ def test_three_js_reads_the_textured_glb_and_obj_and_the_vertex_colored_glb(run,
     assert result["glb"] == [{"vertices": len(textured.vertices), "uv": True, "color": False, "map": [w, h]}]
     assert result["obj"] == [{"vertices": 3 * faces, "uv": True, "color": False, "map": [w, h]}]  # unindexed
     assert len(result["colored"]) == 1 and result["colored"][0]["color"] and not result["colored"][0]["uv"]
+
+
+def test_a_glb_holds_unit_normals_where_a_vertexs_faces_vanish_or_cancel(tmp_path):
+    """A vertex of a degenerate face and one between two opposite faces have no normal of their own; glTF
+    requires unit normals of every vertex."""
+    square = np.array([[0.0, 0, 0], [1, 0, 0], [0, 1, 0], [2, 0, 0], [3, 0, 0], [4, 0, 0]])
+    mesh = o3d.geometry.TriangleMesh(o3d.utility.Vector3dVector(square),
+                                     o3d.utility.Vector3iVector(np.array([[0, 1, 2], [0, 2, 1], [3, 4, 5]])))
+    mesh.compute_vertex_normals()
+    mesh.paint_uniform_color([0.5, 0.5, 0.5])
+    assert (np.linalg.norm(np.asarray(mesh.vertex_normals), axis=1) < 0.5).sum() >= 3
+    write_mesh(mesh, tmp_path / "m.glb")
+    normals = glb_vec3(tmp_path / "m.glb", "NORMAL")  # as stored (trimesh recomputes them on loading)
+    assert len(normals) == 6 and np.allclose(np.linalg.norm(normals, axis=1), 1.0, atol=1e-6)
 
 
 def test_glb_indices_above_65535_vertices_are_unsigned_int_and_valid(tmp_path):

@@ -23,11 +23,12 @@ LIGHT_BLUR = 0.5  # grid cells: standard deviation of the density's blur before 
 
 def decimate(mesh: o3d.geometry.TriangleMesh, target_faces: int) -> o3d.geometry.TriangleMesh:
     """The mesh decimated to about `target_faces` triangles by quadric error (as is when it has no more), with
-    vertex normals."""
+    vertex normals; faces that collapse to a line or a point are dropped."""
     faces = np.asarray(mesh.triangles)
     if len(faces) > target_faces:
         points, faces = fast_simplification.simplify(np.asarray(mesh.vertices), faces, 1 - target_faces / len(faces))
         mesh = o3d.geometry.TriangleMesh(o3d.utility.Vector3dVector(points), o3d.utility.Vector3iVector(faces))
+        mesh.remove_degenerate_triangles()
         mesh.remove_unreferenced_vertices()
     mesh.compute_vertex_normals()
     return mesh

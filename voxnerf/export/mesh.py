@@ -113,9 +113,8 @@ def lattice_block(model: Model, start: np.ndarray, stop: np.ndarray, samples: in
     The blur acts on sigma itself, not on log sigma: a thin, dense part keeps its mass (blurring log sigma
     averages it with the empty space's LOG_EMPTY and erases it). sigma is clipped at `ceiling` first (CEILING
     times the iso value's): a sharp step from 0 to the ceiling, blurred, crosses the iso value half way up, where
-    the step was and where the blurred step is nearly linear (so marching cubes interpolates it linearly, not its
-    log, which bends there and would put the crossings off by a phase of the lattice: terraces), and a part a
-    fraction of a cell thin still reaches it (a solid's density far above the iso value, unclipped, would push the
+    the step was and where the blurred step is nearly straight (so marching cubes interpolates sigma itself there,
+    not its log, which bends), and a part a fraction of a cell thin still reaches it (a solid's density far above the iso value, unclipped, would push the
     surface outward by the blur's width). The block is sampled with a margin of BLUR_TRUNCATE * blur samples
     (within the unit box) so that its edges are blurred as the whole lattice would be.
 
