@@ -757,5 +757,7 @@ def test_every_export_runs_on_a_briefly_trained_run(scene_root, tmp_path):
     trained = load_run(tmp_path / "run")
     assert len(export_mesh(trained, tmp_path / "m.ply", iso=0.3).triangles) > 0
     assert len(export_mesh(trained, tmp_path / "t.ply", method="tsdf", min_component=0.0).triangles) > 0
+    light = export_mesh(trained, tmp_path / "t.glb", method="tsdf", min_component=0.0, target_faces=500)
+    assert 0 < len(light.triangles) <= 500 and light.has_textures()
     for source in ("grid", "depth"):
         assert len(export_pointcloud(trained, tmp_path / f"{source}.ply", source=source, count=1000).points) > 0
