@@ -3,9 +3,9 @@
 Runs in a Python that has Blender as a module (`bpy`, not a voxnerf dependency: hundreds of MB), e.g.
 
     python3.11 -m venv /tmp/bpy && /tmp/bpy/bin/pip install bpy
-    voxnerf export runs/lego --mesh lego.glb --texture --target-faces 20000
-    voxnerf export runs/lego --mesh lego.obj --texture --target-faces 20000
-    voxnerf export runs/lego --mesh lego_colors.glb --target-faces 20000
+    voxnerf export runs/lego --mesh lego.glb --target-faces 20000
+    voxnerf export runs/lego --mesh lego.obj --target-faces 20000
+    voxnerf export runs/lego --mesh lego_colors.glb --target-faces 20000 --vertex-colors
     /tmp/bpy/bin/python benchmarks/blender_check.py lego.glb lego.obj lego_colors.glb \\
         --camera ../shared/data/nerf_synthetic/lego_100/transforms_test.json --png docs/export_lego_blender.png
 

@@ -1,28 +1,26 @@
-"""A run's density meshes and their numbers (issues 25, 40): meshes at the fixed and the automatic iso value, colored
-from the photos (the default export) and, as before issue 25, by the field seen head-on (unsmoothed, on the grid's
-vertices), scored against the scene's test views; a before/after picture of the two; a light mesh (decimated to
---light faces) with vertex colors and with a texture.
+"""A run's meshes and their numbers: the dense vertex-colored mesh (.ply's default), the light mesh (.obj's and
+.glb's default: 100,000 faces, a photo-baked texture over xatlas's charts) with vertex colors and with its texture,
+and the light mesh as it was made before (the dense mesh decimated by open3d, no blur, no smoothing), scored
+against the scene's test views; a picture of the first test view.
 
-    voxnerf train ../shared/data/nerf_synthetic/lego_100 --max-time 300 --out runs/lego
-    python benchmarks/mesh_quality.py runs/lego --png docs/export_lego.png
+    voxnerf train ../shared/data/nerf_synthetic/lego --downscale 2 --max-time 300 --out runs/lego
+    python benchmarks/mesh_quality.py runs/lego --png docs/export_lego_light.png
     voxnerf train ../shared/data/captures/ethiopianHead_8 --max-time 300 --out runs/head
-    python benchmarks/mesh_quality.py runs/head --png docs/export_head.png
+    python benchmarks/mesh_quality.py runs/head --png docs/export_head_light.png
 
 The scores need the ground truth's silhouettes: images with alpha (NeRF-Synthetic) or foreground masks (a masked
 capture such as ethiopianHead_8).
 
 For each mesh it prints the vertex and face counts, its topology (connected components, boundary and non-manifold
 edges, open3d's manifold tests), its roughness (mean angle between the normals of adjacent faces: facets and
-speckle raise it), the export time, and two scores on the test views: the IoU of the
-mesh's silhouette (open3d ray casting) with the ground-truth alpha (or mask) > 0.5, and the PSNR of the mesh's interpolated
-vertex colors against the ground-truth colors where both cover a pixel. For the run itself ("surface") it prints how
-thick its rendered surface is: the median and 90th percentile over the test views' object pixels of the depth spread
-of each ray's compositing weights, in cells (a haze several cells deep blurs renders and crumples meshes). The PNG
-shows the automatic-iso-value mesh from near the first test camera, rendered by `voxnerf.view.occupancy.screenshot`: left the head-on, unsmoothed
-mesh (before issue 25), right the default export; `--smoothing N` and `--samples N` variants are drawn beside it as
-PNG_smoothingN.png and PNG_samplesN.png. The light mesh is exported twice, with vertex colors ("light_vertex") and
-as a GLB with a texture ("light_texture"), and PNG_texture.png shows the first test view: the photo, the default
-export's vertex colors, the light mesh's vertex colors and its texture (ray cast, nearest-neighbour upscaled).
+speckle raise it; for the textured mesh, that of the same light mesh with vertex colors, whose vertices are not
+split at the charts' seams), the export time, the file's size, and two scores on the test views: the IoU of the
+mesh's silhouette (open3d ray casting) with the ground-truth alpha (or mask) > 0.5, and the PSNR of the mesh's
+colors (interpolated vertex colors, or the texture) against the ground-truth colors where both cover a pixel. For
+the run itself ("surface") it prints how thick its rendered surface is: the median and 90th percentile over the
+test views' object pixels of the depth spread of each ray's compositing weights, in cells. The PNG shows the first
+test view: the photo, the dense mesh's vertex colors, the light textured mesh (ray cast, nearest-neighbour
+upscaled) and the texture image itself.
 """
 
 from __future__ import annotations
@@ -43,12 +41,12 @@ from voxnerf.data.scene import Scene
 from voxnerf.export import export_mesh
 from voxnerf.export.box import crop_box
 from voxnerf.export.depth import spread_views
-from voxnerf.export.atlas import faces_for_texture
-from voxnerf.export.iso import DEFAULT_ISO, auto_iso
-from voxnerf.export.mesh import default_samples
-from voxnerf.export.texture import TEXTURE_SIZE, mesh_colors
+from voxnerf.export.iso import auto_iso
+from voxnerf.export.light import LIGHT_FACES
+from voxnerf.export.mesh import clean_mesh, drop_hidden, field_mesh
+from voxnerf.export.photo import color_mesh
+from voxnerf.export.texture import mesh_colors
 from voxnerf.run.load import Run, load_run
-from voxnerf.view.occupancy import screenshot, viewpoint
 
 VIEWS = 25  # test views scored (evenly spread; all when there are fewer)
 
@@ -114,14 +112,20 @@ def color_view(mesh: o3d.geometry.TriangleMesh, scene: Scene, i: int) -> np.ndar
 
 
 def write_color_views(scene: Scene, meshes: list, out: Path, width: int = 400) -> None:
-    """A PNG of the first test view: the photo on white, then each mesh's colors (`color_view`), each scaled to
-    about `width` pixels wide (nearest neighbour)."""
+    """A PNG of the first test view: the photo on white, then each mesh's colors (`color_view`), then the last
+    mesh's texture, each scaled to about `width` pixels wide (nearest neighbour; the texture resampled to the
+    panels' height)."""
     i = scene.split_indices("test")[0]
     rgba = scene.rgba(i).astype(np.float64) / 255
     photo = rgba[..., :3] * rgba[..., 3:] + (1 - rgba[..., 3:]) if rgba.shape[-1] == 4 else rgba
     panels = [photo] + [color_view(m, scene, i) for m in meshes]
     scale = max(1, round(width / photo.shape[1]))
-    row = np.concatenate([np.kron(p, np.ones((scale, scale, 1))) for p in panels], axis=1)
+    panels = [np.kron(p, np.ones((scale, scale, 1))) for p in panels]
+    texture = np.asarray(meshes[-1].textures[0])[::-1].astype(np.float64) / 255  # open3d keeps rows bottom up
+    height = panels[0].shape[0]
+    rows = np.arange(height) * texture.shape[0] // height
+    cols = np.arange(height * texture.shape[1] // texture.shape[0]) * texture.shape[0] // height
+    row = np.concatenate(panels + [texture[rows][:, cols]], axis=1)
     iio.imwrite(out, (np.clip(row, 0, 1) * 255).round().astype(np.uint8))
 
 
@@ -145,25 +149,29 @@ def measure(run: Run, scene: Scene, iso: float, out: Path, **options) -> tuple[o
     start = time.perf_counter()
     mesh = export_mesh(run, out, iso=iso, **options)
     seconds = time.perf_counter() - start
-    shape = {} if mesh.has_textures() else {**topology(mesh), "roughness_deg": roughness(mesh)}  # atlas: split faces
+    shape = {} if mesh.has_textures() else {**topology(mesh), "roughness_deg": roughness(mesh)}  # charts: split
     return mesh, {"iso": round(iso, 4), **options, "export_s": round(seconds, 2), "faces": len(mesh.triangles),
-                  **shape, **view_scores(mesh, scene)}
+                  "file_mb": round(out.stat().st_size / 2 ** 20, 2), **shape, **view_scores(mesh, scene)}
+
+
+def measure_earlier_light(run: Run, scene: Scene, iso: float, faces: int) -> dict:
+    """The light mesh as `--target-faces` made it before: the dense mesh decimated by open3d's quadric decimation,
+    no blur, no smoothing, photo vertex colors; timed and scored."""
+    start = time.perf_counter()
+    mesh = clean_mesh(drop_hidden(field_mesh(run, crop_box(run), iso=iso), run.training_cameras()))
+    mesh = mesh.simplify_quadric_decimation(faces)
+    mesh.remove_unreferenced_vertices()
+    mesh = color_mesh(run, mesh)
+    seconds = time.perf_counter() - start
+    return {"iso": round(iso, 4), "export_s": round(seconds, 2), "faces": len(mesh.triangles), **topology(mesh),
+            "roughness_deg": roughness(mesh), **view_scores(mesh, scene)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("run", type=Path, help="a run whose scene has alpha or masks (lego_100, ethiopianHead_8)")
-    parser.add_argument("--png", type=Path, required=True, help="the before/after picture to write")
-    parser.add_argument("--mesh", type=Path, default=None, help="where to write the automatic-iso-value mesh "
-                                                               "(default: RUN/mesh_auto.ply)")
-    parser.add_argument("--samples", type=int, nargs="*", default=[],
-                        help="also score (and draw, beside --png) marching cubes on this many samples per axis (the "
-                             "trilinear density sampled finer than the grid)")
-    parser.add_argument("--smoothing", type=int, nargs="*", default=[],
-                        help="also score (and draw, beside --png) these steps of neighbour averaging")
-    parser.add_argument("--light", type=int, default=faces_for_texture(TEXTURE_SIZE),
-                        help="faces of the light mesh, scored with vertex colors and with a texture (default: the "
-                             "most the default texture size holds)")
+    parser.add_argument("run", type=Path, help="a run whose scene has alpha or masks (lego, ethiopianHead_8)")
+    parser.add_argument("--png", type=Path, required=True, help="the picture of the first test view to write")
+    parser.add_argument("--light", type=int, default=LIGHT_FACES, help="faces of the light mesh")
     args = parser.parse_args()
     run = load_run(args.run)
     scene = run.scene()
@@ -172,31 +180,15 @@ def main() -> None:
     start = time.perf_counter()
     chosen = auto_iso(run, crop_box(run))
     iso_s = time.perf_counter() - start
-    _, fixed = measure(run, scene, DEFAULT_ISO, args.run / "mesh_fixed.ply")
-    grid = run.model.estimator.resolution
-    before, head_on = measure(run, scene, chosen.iso, args.run / "mesh_head_on.ply", colors="field", smoothing=0,
-                              samples=grid)
-    options = [{"smoothing": t} for t in args.smoothing] + [{"samples": n} for n in args.samples]
-    variants = [measure(run, scene, chosen.iso, args.run / "mesh_variant.ply", **o) for o in options]
-    mesh, auto = measure(run, scene, chosen.iso, args.mesh or args.run / "mesh_auto.ply")
+    dense, auto = measure(run, scene, chosen.iso, args.run / "mesh_dense.ply")
     auto |= {"iso_s": round(iso_s, 2), "iso_iou": round(chosen.iou, 4), "iso_rays": chosen.rays}
-    auto["samples"] = default_samples(grid)
-    light, light_vertex = measure(run, scene, chosen.iso, args.run / "mesh_light.ply", target_faces=args.light)
-    textured_mesh, textured = measure(run, scene, chosen.iso, args.run / "mesh_light.glb", target_faces=args.light,
-                                      texture=True)
+    earlier = measure_earlier_light(run, scene, chosen.iso, args.light)
+    _, light_vertex = measure(run, scene, chosen.iso, args.run / "mesh_light.ply", target_faces=args.light)
+    textured_mesh, textured = measure(run, scene, chosen.iso, args.run / "mesh_light.glb", target_faces=args.light)
     textured["texture"] = list(np.asarray(textured_mesh.textures[0]).shape[:2])
-    write_color_views(scene, [mesh, light, textured_mesh], args.png.with_name(f"{args.png.stem}_texture.png"))
-    test = scene.cameras.subset(scene.split_indices("test")[:1])
-    view = viewpoint(run, test)
-    pictures = [screenshot([m], args.png, view, width=640, height=600, zoom=0.7) for m in (before, mesh)]
-    iio.imwrite(args.png, np.concatenate(pictures, axis=1))
-    for option, (variant, _) in zip(options, variants):
-        name = "".join(f"{k}{v}" for k, v in option.items())
-        screenshot([variant], args.png.with_name(f"{args.png.stem}_{name}.png"), view, width=640, height=600,
-                   zoom=0.7)
-    print(json.dumps({"fixed": fixed, "head_on": head_on, "variants": [v for _, v in variants], "auto": auto,
-                      "light_vertex": light_vertex, "light_texture": textured,
-                      "surface": ray_spread(run, scene), "png": str(args.png)}, indent=2))
+    write_color_views(scene, [dense, textured_mesh], args.png)
+    print(json.dumps({"dense": auto, "light_before": earlier, "light_vertex": light_vertex,
+                      "light_texture": textured, "surface": ray_spread(run, scene), "png": str(args.png)}, indent=2))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ from voxnerf.errors import VoxnerfError
 from voxnerf.export import METHODS, export_mesh, export_pointcloud
 from voxnerf.export.box import crop_box, parse_bbox
 from voxnerf.export.iso import DEFAULT_ISO, WEAK_IOU, auto_iso, trusted
-from voxnerf.export.output import MESH_FORMATS, POINTCLOUD_FORMATS, check_output, summary
+from voxnerf.export.light import LIGHT_FACES
+from voxnerf.export.output import MESH_FORMATS, POINTCLOUD_FORMATS, TEXTURED_FORMATS, check_output, summary
 from voxnerf.export.photo import COLORS
 from voxnerf.export.pointcloud import SOURCES
 from voxnerf.export.texture import MAX_TEXTURE, TEXTURE_SIZE, check_texture
@@ -56,7 +57,10 @@ def export(
                                                  "to 256, for density meshes and grid points; the grid's for TSDF)."),
     bbox: Optional[str] = typer.Option(None, help="Keep x0,y0,z0,x1,y1,z1 (world units); default the scene box."),
     min_component: float = typer.Option(0.05, help="Drop mesh parts smaller than this fraction of the largest."),
-    target_faces: Optional[int] = typer.Option(None, min=4, help="Decimate the mesh to about this many faces."),
+    target_faces: Optional[int] = typer.Option(None, min=0, help=f"A light mesh: marched on a slightly blurred "
+                                               "density (smoother), decimated to about this many faces. Default: "
+                                               f"{LIGHT_FACES:,} for a textured mesh, none for vertex colors; 0: "
+                                               "keep every face."),
     hidden: bool = typer.Option(False, "--keep-hidden/--drop-hidden", help="Keep mesh parts that no training camera "
                                 "sees (surfaces inside the object); dropping them needs the run's scene folder."),
     source: str = typer.Option("grid", help=f"Point source: {' | '.join(SOURCES)} (iso-surface, or rendered depth)."),
@@ -68,23 +72,24 @@ def export(
     views: Optional[int] = typer.Option(None, min=2, help="--method tsdf and --source depth: render this many "
                                         "training views, spread over the cameras (default all; each is a full "
                                         "rendering)."),
-    texture: bool = typer.Option(False, "--texture/--no-texture", help="Bake the colors into a texture (.obj, with "
-                                 "its .mtl and .png beside it, or .glb, embedded) instead of coloring the vertices: "
-                                 "each face gets a square cell of it, so a mesh of more than (size / 4)^2 faces is "
-                                 "decimated first. Worth it for a light mesh (--target-faces): it keeps the detail "
-                                 "that the vertex colors of large faces blur."),
+    texture: Optional[bool] = typer.Option(None, "--texture/--vertex-colors", help="Bake the colors into a texture "
+                                           "over UV charts (.obj, with its .mtl and .png beside it, or .glb, "
+                                           "embedded), or color the vertices. Default: a texture for .obj and .glb "
+                                           "(a light mesh, see --target-faces), vertex colors for .ply (the dense "
+                                           "mesh)."),
     texture_size: int = typer.Option(TEXTURE_SIZE, help=f"Largest texture width and height in texels (up to "
                                      f"{MAX_TEXTURE})."),
     device: str = typer.Option("auto", help="auto | cpu | cuda"),
     threads: Optional[int] = threads_option(),
 ) -> None:
-    """Export a mesh (smoothed, colors from the training photos: vertex colors, or a texture with --texture) and/or
-    a point cloud (colors likewise)."""
+    """Export a mesh (colors from the training photos: for .obj and .glb a light mesh with a texture, for .ply the
+    dense mesh with vertex colors) and/or a point cloud (colors likewise)."""
     if mesh is None and pointcloud is None:
         raise VoxnerfError("voxnerf export: nothing to do (give --mesh OUT and/or --pointcloud OUT)")
     use_threads(threads)
     if mesh is not None:
-        check_texture(check_output(mesh, MESH_FORMATS, "--mesh"), texture, texture_size)
+        out = check_output(mesh, MESH_FORMATS, "--mesh")
+        check_texture(out, out.suffix.lower() in TEXTURED_FORMATS if texture is None else texture, texture_size)
     if pointcloud is not None:
         check_output(pointcloud, POINTCLOUD_FORMATS, "--pointcloud")
     if views is not None and not (mesh is not None and method == "tsdf" or pointcloud is not None and source == "depth"):

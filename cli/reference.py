@@ -99,11 +99,12 @@ def option_names(param) -> str:
 
 
 def default_text(param) -> str:
-    """A parameter's default as a user types it: the flag form that is on, a value, or '' for none."""
+    """A parameter's default as a user types it: the flag form that is on, a value, or '' for none (a flag whose
+    default depends on other options)."""
     if param.required:
         return "required"
     value = param.default
-    if getattr(param, "is_flag", False):
+    if getattr(param, "is_flag", False) and value is not None:
         if param.secondary_opts:
             return param.opts[0] if value else param.secondary_opts[0]
         return "on" if value else "off"

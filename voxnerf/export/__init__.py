@@ -6,19 +6,21 @@ May import: `voxnerf.errors`, `system`, `data`, `fields`, `render`, `run`; never
     from voxnerf.export import export_mesh, export_pointcloud
     run = load_run("runs/lego")
     mesh = export_mesh(run, "lego.ply")                      # density iso-surface (opacity 0.5), world units
+    mesh = export_mesh(run, "lego.glb")                      # a light mesh (100,000 faces) with a baked texture
     iso = auto_iso(run, crop_box(run)).iso                   # the iso value matching the rendered silhouettes
     mesh = export_mesh(run, "lego_auto.ply", iso=iso)
     mesh = export_mesh(run, "lego_tsdf.ply", method="tsdf")   # TSDF fusion of rendered depth
     pcd = export_pointcloud(run, "lego_points.ply")           # surface points with colors and normals
 
 Colors come from the training photos (`photo`), or from the field seen head-on with colors="field"; as vertex
-colors, or for .obj and .glb with texture=True as a texture over a UV atlas (`texture`, `atlas`).
+colors on the dense mesh (.ply's default), or on a light mesh as a texture over UV charts (.obj's and .glb's
+default; `light`, `charts`, `texture`).
 
-Modules: `mesh` (marching cubes over occupied blocks, smoothing, cleanup), `iso` (the automatic iso value), `tsdf`
-(open3d fusion), `pointcloud` (grid or depth points), `photo` (colors from the photos), `atlas` (a texture cell
-for each face), `texture` (texture baking), `depth` (rendered views of
-the training cameras), `query` (log density, normals, colors of the field), `box` (crop region), `output` (writing
-and summary).
+Modules: `mesh` (marching cubes over occupied blocks, smoothing, cleanup), `light` (a face budget: a blurred density,
+decimation), `iso` (the automatic iso value), `tsdf` (open3d fusion), `pointcloud` (grid or depth points), `photo`
+(colors from the photos), `charts` (xatlas's UV charts, texels of the faces, padding), `texture` (texture
+baking), `depth` (rendered views of the training cameras), `query` (log density, normals, colors of the field),
+`box` (crop region), `output` (writing and summary).
 """
 
 from __future__ import annotations
@@ -29,12 +31,12 @@ import numpy as np
 import open3d as o3d
 
 from voxnerf.errors import VoxnerfError
-from voxnerf.export.atlas import faces_for_texture
 from voxnerf.export.box import crop_box, require_box_space
 from voxnerf.export.iso import DEFAULT_ISO, auto_iso
+from voxnerf.export.light import LIGHT_BLUR, LIGHT_FACES, decimate
 from voxnerf.export.mesh import SMOOTHING, clean_mesh, crop, drop_hidden, field_mesh
-from voxnerf.export.output import (MESH_FORMATS, POINTCLOUD_FORMATS, Y_UP_FORMATS, check_output, write_mesh,
-                                   write_pointcloud)
+from voxnerf.export.output import (MESH_FORMATS, POINTCLOUD_FORMATS, TEXTURED_FORMATS, Y_UP_FORMATS, check_output,
+                                   write_mesh, write_pointcloud)
 from voxnerf.export.photo import check_colors, color_mesh
 from voxnerf.export.pointcloud import surface_points
 from voxnerf.export.texture import TEXTURE_SIZE, check_texture, textured_mesh
@@ -47,7 +49,7 @@ METHODS = ("density", "tsdf")
 def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int | None = None,
                 iso: float = DEFAULT_ISO, bbox: np.ndarray | None = None, min_component: float = 0.05,
                 target_faces: int | None = None, hidden: bool = False, colors: str = "photos",
-                smoothing: int = SMOOTHING, views: int | None = None, texture: bool = False,
+                smoothing: int = SMOOTHING, views: int | None = None, texture: bool | None = None,
                 texture_size: int = TEXTURE_SIZE, progress: bool = False) -> o3d.geometry.TriangleMesh:
     """Extract, crop, clean and write a mesh of the run in world units (.ply, .obj or .glb by `out`'s suffix).
 
@@ -61,23 +63,25 @@ def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int
             `iso.auto_iso` for the iso value that matches the field's rendered silhouettes.
         bbox: (2, 3) world box to keep; default the scene's box of interest.
         min_component: drop connected components with fewer than this fraction of the largest's triangles.
-        target_faces: decimate to about this many triangles when given.
+        target_faces: a light mesh (`light`): marched on the slightly blurred density, then decimated to about
+            this many triangles; default LIGHT_FACES for a textured mesh, 0 (the dense mesh) otherwise.
         hidden: keep connected components that no training camera sees (else they are dropped, which needs the
             run's scene folder for the cameras).
         colors: "photos" (the training photos that see each vertex, see `photo`; needs the run's scene folder) or
             "field" (the field's color seen head-on).
         smoothing: steps of neighbour averaging of the density mesh (see `mesh.field_mesh`).
         views: tsdf fuses this many training views spread over the cameras (default all: a rendering each).
-        texture: bake `colors` into a texture, a cell of it for each face (see `texture`, `atlas`), instead of
-            coloring the vertices (.obj and .glb only); a mesh of more than `atlas.faces_for_texture(texture_size)`
-            faces is decimated to that first.
-        texture_size: largest texture width and height in texels.
+        texture: bake `colors` into a texture over UV charts (see `texture`, `charts`) instead of coloring the
+            vertices (.obj and .glb only); default: for .obj and .glb.
+        texture_size: the texture's width and height in texels (xatlas may make it a little larger).
         progress: show progress bars.
     Returns:
         The written mesh, in world coordinates: with vertex colors, or textured (`texture.textured_mesh`). An .obj
         or .glb file holds it turned so that the training cameras' up direction is +y (`output.write_mesh`).
     """
     out = check_output(out, MESH_FORMATS, "--mesh")
+    texture = out.suffix.lower() in TEXTURED_FORMATS if texture is None else texture
+    target_faces = (LIGHT_FACES if texture else 0) if target_faces is None else target_faces
     check_texture(out, texture, texture_size)
     if method not in METHODS:
         raise VoxnerfError(f"--method {method}: expected one of {', '.join(METHODS)}")
@@ -87,16 +91,15 @@ def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int
     box = crop_box(run, bbox)
     if method == "density":
         require_box_space(run, "--method density", "--method tsdf")
-        mesh = field_mesh(run, box, samples, iso, smoothing, progress)
+        mesh = field_mesh(run, box, samples, iso, smoothing, LIGHT_BLUR if target_faces else 0.0, progress)
     else:
         voxel = 2.0 / (samples or run.model.estimator.resolution) / run.scale
         mesh = crop(fuse(run, voxel, views=views, progress=progress), box)
     if not hidden:
         mesh = drop_hidden(mesh, run.training_cameras())
-    if texture:  # a face's cell needs MIN_CELL texels a side (`atlas`)
-        most = faces_for_texture(texture_size)
-        target_faces = min(target_faces or most, most)
-    mesh = clean_mesh(mesh, min_component, target_faces)
+    mesh = clean_mesh(mesh, min_component)
+    if target_faces:
+        mesh = decimate(mesh, target_faces)
     if texture and len(mesh.triangles):  # an empty mesh is refused by `write_mesh`
         mesh = textured_mesh(run, mesh, colors, texture_size, progress)
     else:

@@ -19,9 +19,9 @@ left of the density's cell-scale noise: at S = 2R a step moves a vertex by less 
 cell), so thin parts keep their width. On lego_100 and ethiopianHead_8 this halved the roughness (mean angle
 between adjacent faces) and kept the silhouette IoU and the color PSNR against S = R with five Taubin iterations,
 the earlier default, at 3.6-3.7x the faces (benchmarks/log/2026-11-25-mesh-export.md). Taubin iterations and a
-Gaussian blur of log sigma before marching were measured and not kept: Taubin hardly lowers the roughness (and
-raises it on a clean sphere), the blur thins lego's thin parts (same log). Quadric decimation
-(`--target-faces`) raises the roughness again: it folds the remaining noise into fewer, larger faces. A grid of
+Gaussian blur of log sigma before marching were measured and not kept for the dense mesh: Taubin hardly lowers
+the roughness (and raises it on a clean sphere), the blur thins lego's thin parts (same log). A light mesh (`light`)
+is marched on sigma blurred by a fraction of a cell after clipping (`lattice_block`), which keeps them. A grid of
 256^3 cells (a GPU run) is meshed on its own vertices: on lego at 200 px its mesh there has 18 degrees of roughness
 and IoU 0.990, where twice the samples gave 11 degrees at 4x the faces (2.4 M), 3x the time and 4.3 GB.
 """
@@ -30,12 +30,13 @@ from __future__ import annotations
 
 import numpy as np
 import open3d as o3d
+from scipy import ndimage
 from skimage import measure
 
 from voxnerf.data.cameras import Cameras
 from voxnerf.data.rays import image_rays
 from voxnerf.export.depth import spread_views
-from voxnerf.export.query import log_density, opacity_to_density
+from voxnerf.export.query import LOG_EMPTY, log_density, opacity_to_density
 from voxnerf.render.model import Model
 from voxnerf.run.load import Run
 from voxnerf.system.progress import track
@@ -45,6 +46,8 @@ FINER = 2  # lattice samples per grid cell and axis ...
 FINE_LATTICE = 256  # ... up to this many samples a side (`default_samples`)
 SMOOTHING = 1  # steps of neighbour averaging of the marched mesh
 SEEN_VIEWS = 25  # cameras (evenly spread) whose rays decide which components are seen
+CEILING = 2.0  # a blurred density is first clipped at this many times the iso value's (`lattice_block`)
+BLUR_TRUNCATE = 2.5  # standard deviations the blur reaches (and the margin sampled around a block)
 WELD_PER_SAMPLE = 1 << 12  # vertices closer than 1/4096 sample spacing are welded
 
 
@@ -101,7 +104,35 @@ def weld(vertices: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return vertices[first], faces[good]
 
 
-def march_blocks(model: Model, box_unit: np.ndarray, samples: int, iso: float = 0.5,
+def lattice_block(model: Model, start: np.ndarray, stop: np.ndarray, samples: int, blur: float,
+                  ceiling: float) -> np.ndarray:
+    """The values marching cubes runs on at the lattice samples start..stop (inclusive, (3,) int each) of `samples`
+    intervals per axis: log sigma, or with a `blur` (standard deviation in samples) sigma clipped at `ceiling`
+    and blurred by a Gaussian.
+
+    The blur acts on sigma itself, not on log sigma: a thin, dense part keeps its mass (blurring log sigma
+    averages it with the empty space's LOG_EMPTY and erases it). sigma is clipped at `ceiling` first (CEILING
+    times the iso value's): a sharp step from 0 to the ceiling, blurred, crosses the iso value half way up, where
+    the step was and where the blurred step is nearly straight (so marching cubes interpolates sigma itself there,
+    not its log, which bends), and a part a fraction of a cell thin still reaches it (a solid's density far above the iso value, unclipped, would push the
+    surface outward by the blur's width). The block is sampled with a margin of BLUR_TRUNCATE * blur samples
+    (within the unit box) so that its edges are blurred as the whole lattice would be.
+
+    Returns:
+        (n0, n1, n2) float32 log sigma, or with a blur float64 sigma, n = stop - start + 1.
+    """
+    margin = int(np.ceil(BLUR_TRUNCATE * blur))
+    lo, hi = np.maximum(start - margin, 0), np.minimum(stop + margin, samples)
+    axes = [np.arange(a, b + 1) for a, b in zip(lo, hi)]
+    index = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 3)
+    volume = log_density(model, -1 + index * (2.0 / samples)).reshape([len(a) for a in axes])
+    if blur > 0:
+        density = np.minimum(np.exp(volume.astype(np.float64)), ceiling)
+        volume = ndimage.gaussian_filter(density, blur, mode="nearest", truncate=BLUR_TRUNCATE)
+    return volume[tuple(slice(a - b, c - b + 1) for a, b, c in zip(start, lo, stop))]
+
+
+def march_blocks(model: Model, box_unit: np.ndarray, samples: int, iso: float = 0.5, blur: float = 0.0,
                  progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The iso-surface alpha = iso of the field inside a unit-box region, block by block.
 
@@ -110,12 +141,14 @@ def march_blocks(model: Model, box_unit: np.ndarray, samples: int, iso: float = 
         box_unit: (2, 3) unit-box min and max corners of the region.
         samples: S, lattice intervals per axis over the whole unit box.
         iso: iso value of the opacity, in (0, 1).
+        blur: standard deviation, in lattice samples, of a Gaussian blur of the density (`lattice_block`).
         progress: show a bar over the blocks.
     Returns:
         vertices (V, 3) float64 unit-box positions and faces (F, 3) int64, wound so normals point outward
         (toward lower opacity).
     """
-    log_sigma = float(np.log(opacity_to_density(iso, model.estimator.cell_size)))
+    sigma = opacity_to_density(iso, model.estimator.cell_size)
+    level = sigma if blur > 0 else float(np.log(sigma))  # see `lattice_block`
     ranges = [sample_range(lo, hi, samples) for lo, hi in zip(*box_unit)]
     first, last = np.array([r[0] for r in ranges]), np.array([r[1] for r in ranges])
     if np.any(last <= first):
@@ -124,14 +157,12 @@ def march_blocks(model: Model, box_unit: np.ndarray, samples: int, iso: float = 
     for block in track(occupied_blocks(model, samples, first, last), "marching cubes", "block", enabled=progress):
         start = first + block * BLOCK
         stop = np.minimum(start + BLOCK, last)
-        axes = [np.arange(a, b + 1) for a, b in zip(start, stop)]
-        if min(len(a) for a in axes) < 2:
+        if np.any(stop - start < 1):
             continue
-        index = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 3)
-        volume = log_density(model, -1 + index * (2.0 / samples)).reshape([len(a) for a in axes])
-        if volume.max() < log_sigma or volume.min() > log_sigma:
+        volume = lattice_block(model, start, stop, samples, blur, CEILING * sigma)
+        if volume.max() < level or volume.min() > level:
             continue
-        v, f, _, _ = measure.marching_cubes(volume, log_sigma, gradient_direction="ascent")
+        v, f, _, _ = measure.marching_cubes(volume, level, gradient_direction="ascent")
         verts.append(v + start)
         faces.append(f + count)
         count += len(v)
@@ -148,7 +179,7 @@ def default_samples(resolution: int) -> int:
 
 
 def field_mesh(run: Run, box_world: np.ndarray, samples: int | None = None, iso: float = 0.5,
-               smoothing: int = SMOOTHING, progress: bool = False) -> o3d.geometry.TriangleMesh:
+               smoothing: int = SMOOTHING, blur: float = 0.0, progress: bool = False) -> o3d.geometry.TriangleMesh:
     """The density mesh of a run in world units, with outward vertex normals (no colors: see `photo.color_mesh`).
 
     Args:
@@ -157,10 +188,12 @@ def field_mesh(run: Run, box_world: np.ndarray, samples: int | None = None, iso:
         samples: lattice intervals per axis over the unit box; default `default_samples` of the occupancy's.
         iso: opacity iso value.
         smoothing: steps of neighbour averaging of the mesh (see the module docstring); 0: none.
+        blur: standard deviation, in grid cells, of a Gaussian blur of the density before marching (0: none).
         progress: show progress bars.
     """
     samples = samples or default_samples(run.model.estimator.resolution)
-    verts, faces = march_blocks(run.model, run.to_unit(box_world), samples, iso, progress)
+    blur_samples = blur * samples * run.model.estimator.cell_size / 2
+    verts, faces = march_blocks(run.model, run.to_unit(box_world), samples, iso, blur_samples, progress)
     mesh = o3d.geometry.TriangleMesh(o3d.utility.Vector3dVector(run.to_world(verts)),
                                      o3d.utility.Vector3iVector(faces))
     if smoothing and len(faces):
@@ -169,18 +202,14 @@ def field_mesh(run: Run, box_world: np.ndarray, samples: int | None = None, iso:
     return mesh
 
 
-def clean_mesh(mesh: o3d.geometry.TriangleMesh, min_component: float = 0.05,
-               target_faces: int | None = None) -> o3d.geometry.TriangleMesh:
-    """Drop connected components with fewer than `min_component` times the largest's triangles, then decimate
-    to `target_faces` triangles (quadric error) when given. Modifies and returns `mesh`."""
+def clean_mesh(mesh: o3d.geometry.TriangleMesh, min_component: float = 0.05) -> o3d.geometry.TriangleMesh:
+    """Drop connected components with fewer than `min_component` times the largest's triangles. Modifies and
+    returns `mesh`, with vertex normals."""
     if len(mesh.triangles) and min_component > 0:
         clusters, sizes, _ = mesh.cluster_connected_triangles()
         sizes = np.asarray(sizes)
         small = sizes[np.asarray(clusters)] < min_component * sizes.max()
         mesh.remove_triangles_by_mask(small)
-        mesh.remove_unreferenced_vertices()
-    if target_faces and len(mesh.triangles) > target_faces:
-        mesh = mesh.simplify_quadric_decimation(int(target_faces))
         mesh.remove_unreferenced_vertices()
     mesh.compute_vertex_normals()
     return mesh

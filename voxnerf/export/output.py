@@ -51,7 +51,7 @@ def make_folder(path: Path) -> None:
 
 
 def vertex_uvs(mesh: o3d.geometry.TriangleMesh) -> np.ndarray:
-    """(V, 2) per-vertex UVs of a textured mesh whose `triangle_uvs` (3F, 2) give each vertex one UV (an atlas
+    """(V, 2) per-vertex UVs of a textured mesh whose `triangle_uvs` (3F, 2) give each vertex one UV (a charted
     mesh, see `texture.textured_mesh`)."""
     uv = np.zeros((len(mesh.vertices), 2))
     uv[np.asarray(mesh.triangles).reshape(-1)] = np.asarray(mesh.triangle_uvs)
@@ -84,16 +84,23 @@ def y_up_rotation(up: np.ndarray) -> np.ndarray:
     return np.eye(3) + k + k @ k / (1 + c)
 
 
+def unit_normals(normals: np.ndarray) -> np.ndarray:
+    """Vertex normals (V, 3) scaled to unit length; one of zero length (a vertex whose faces' normals cancel or
+    vanish, as a decimated mesh's few degenerate faces do) becomes +z: glTF requires unit normals."""
+    length = np.linalg.norm(normals, axis=1, keepdims=True)
+    return np.where(length > 1e-12, normals / np.maximum(length, 1e-12), [0.0, 0.0, 1.0])
+
+
 def to_trimesh(mesh: o3d.geometry.TriangleMesh, name: str, pbr: bool, rotation: np.ndarray) -> trimesh.Trimesh:
     """The trimesh of an open3d mesh turned by `rotation` (3, 3): its texture (`texture_material` called `name`)
-    when it has one, else its vertex colors; vertex normals kept."""
+    when it has one, else its vertex colors; vertex normals kept (`unit_normals`)."""
     if mesh.has_textures():
         material = texture_material(np.asarray(mesh.textures[0])[::-1], name, pbr)  # open3d keeps rows bottom up
         visual = trimesh.visual.TextureVisuals(uv=vertex_uvs(mesh), material=material)
     else:
         colors = np.asarray(mesh.vertex_colors) if mesh.has_vertex_colors() else None
         visual = trimesh.visual.ColorVisuals(vertex_colors=None if colors is None else (colors * 255).round())
-    normals = np.asarray(mesh.vertex_normals) @ rotation.T if mesh.has_vertex_normals() else None
+    normals = unit_normals(np.asarray(mesh.vertex_normals)) @ rotation.T if mesh.has_vertex_normals() else None
     return trimesh.Trimesh(np.asarray(mesh.vertices) @ rotation.T, np.asarray(mesh.triangles), visual=visual,
                            vertex_normals=normals, process=False)
 

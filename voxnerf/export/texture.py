@@ -1,8 +1,9 @@
-"""Textured meshes: a UV atlas with a cell of the texture for each face (`atlas`), baked from the training photos.
+"""Textured meshes: xatlas's UV charts of the mesh (`charts`), the texture baked from the training photos.
 
-Each texel of a face's cell stands for a point of the face (`atlas.cell_texels`) with the interpolated vertex
+Each texel a face covers stands for its point of the face (`charts.rasterize`), with the interpolated vertex
 normal; its color is that point's color from the photos, the same visibility-weighted median as vertex colors
-(`photo.photo_colors`; the field's head-on color where no photo sees it).
+(`photo.photo_colors`; the field's head-on color where no photo sees it). The texels around the charts take the
+nearest chart texel's color (`charts.pad`).
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ import numpy as np
 import open3d as o3d
 
 from voxnerf.errors import VoxnerfError
-from voxnerf.export.atlas import cell_texels, face_atlas
+from voxnerf.export.charts import chart_mesh, pad, rasterize
 from voxnerf.export.output import TEXTURED_FORMATS
 from voxnerf.export.photo import bilinear, mesh_depth_maps, surface_colors
 from voxnerf.run.load import Run
 
-MAX_TEXTURE = 2048  # largest texture width and height allowed (texels)
-TEXTURE_SIZE = 1024  # the default largest width and height
+MAX_TEXTURE = 4096  # largest texture width and height allowed (texels)
+TEXTURE_SIZE = 2048  # the default texture width and height
 
 
 def check_texture(out: Path, texture: bool, size: int) -> None:
@@ -33,43 +34,50 @@ def check_texture(out: Path, texture: bool, size: int) -> None:
 
 
 def obj_uv(uv: np.ndarray) -> np.ndarray:
-    """UVs (N, 2) flipped between glTF's convention (v downward, the atlas's) and OBJ's (v upward: open3d's
+    """UVs (N, 2) flipped between glTF's convention (v downward, the charts') and OBJ's (v upward: open3d's
     `triangle_uvs`, trimesh's), either way."""
     return np.stack([uv[:, 0], 1 - uv[:, 1]], 1)
 
 
-def textured_mesh(run: Run, mesh: o3d.geometry.TriangleMesh, colors: str = "photos", max_size: int = TEXTURE_SIZE,
+def surface_samples(vertices: np.ndarray, normals: np.ndarray, corners: np.ndarray,
+                    bary: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Points (T, 3) and unit normals (T, 3) of faces, given each one's corner vertices (T, 3) and barycentric
+    coordinates (T, 3), from the mesh's vertices (V, 3) and vertex normals (V, 3)."""
+    points = (vertices[corners] * bary[..., None]).sum(1)
+    point_normals = (normals[corners] * bary[..., None]).sum(1)
+    return points, point_normals / np.maximum(np.linalg.norm(point_normals, axis=1, keepdims=True), 1e-12)
+
+
+def textured_mesh(run: Run, mesh: o3d.geometry.TriangleMesh, colors: str = "photos", size: int = TEXTURE_SIZE,
                   progress: bool = False) -> o3d.geometry.TriangleMesh:
-    """A world mesh with a UV atlas and a texture baked from the run's training photos (see the module docstring).
+    """A world mesh with UV charts and a texture baked from the run's training photos (see the module docstring).
 
     Args:
         run: the loaded run (its scene folder must still hold the training photos).
         mesh: world mesh with vertex normals.
         colors: "photos" or "field", as for vertex colors (`photo.surface_colors`).
-        max_size: largest texture width and height in texels.
+        size: the texture's width and height that xatlas packs the charts for (it may come out a little larger).
         progress: show a bar over the views.
     Returns:
-        A new open3d mesh whose vertices are the atlas's (each face its own three), with vertex normals,
+        A new open3d mesh whose vertices are the charts' (seam vertices repeated), with vertex normals,
         `triangle_uvs` (3F, 2) and one texture (H, W, 3) uint8 as open3d reads them from an OBJ or GLB: UVs with v
         upward (`obj_uv`) and the image's rows bottom up (row 0 at v = 0); no vertex colors.
     """
     vertices, faces = np.asarray(mesh.vertices), np.asarray(mesh.triangles)
     normals = np.asarray(mesh.vertex_normals)
-    atlas = face_atlas(vertices, faces, max_size)
-    texels, face, bary = cell_texels(atlas)
-    corners = faces[face]  # (T, 3) mesh vertices of each texel's face
-    points = (vertices[corners] * bary[..., None]).sum(1)
-    point_normals = (normals[corners] * bary[..., None]).sum(1)
-    point_normals /= np.maximum(np.linalg.norm(point_normals, axis=1, keepdims=True), 1e-12)
-    w, h = atlas.size
-    image = np.zeros((h * w, 3), np.float32)
+    charts = chart_mesh(vertices, faces, size)
+    w, h = charts.size
+    texels, face, bary = rasterize(charts.uv, charts.faces, charts.size)
+    points, point_normals = surface_samples(vertices, normals, faces[face], bary)
+    image, filled = np.zeros((h * w, 3), np.float32), np.zeros(h * w, bool)
     image[texels] = surface_colors(run, points, point_normals, mesh_depth_maps(mesh, run.training_cameras()), colors,
                                    progress)
-    image = image.reshape(h, w, 3)
-    out = o3d.geometry.TriangleMesh(o3d.utility.Vector3dVector(vertices[atlas.source]),
-                                    o3d.utility.Vector3iVector(atlas.faces))
-    out.vertex_normals = o3d.utility.Vector3dVector(normals[atlas.source])
-    out.triangle_uvs = o3d.utility.Vector2dVector(obj_uv(atlas.uv[atlas.faces].reshape(-1, 2)))
+    filled[texels] = True
+    image = pad(image.reshape(h, w, 3), filled.reshape(h, w))
+    out = o3d.geometry.TriangleMesh(o3d.utility.Vector3dVector(vertices[charts.source]),
+                                    o3d.utility.Vector3iVector(charts.faces))
+    out.vertex_normals = o3d.utility.Vector3dVector(normals[charts.source])
+    out.triangle_uvs = o3d.utility.Vector2dVector(obj_uv(charts.uv[charts.faces].reshape(-1, 2)))
     out.triangle_material_ids = o3d.utility.IntVector(np.zeros(len(faces), np.int32))
     bottom_up = (np.clip(image[::-1], 0, 1) * 255).round().astype(np.uint8)  # open3d's rows (see `textured_mesh`)
     out.textures = [o3d.geometry.Image(np.ascontiguousarray(bottom_up))]
