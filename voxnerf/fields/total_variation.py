@@ -45,12 +45,14 @@ class _SquaredDifferences(torch.autograd.Function):
     autograd through the slices, the difference and the square dispatches three times the operations."""
 
     @staticmethod
+    @torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32)
     def forward(ctx, x):
         differences = x[:, :1] - x[:, 1:]
         ctx.save_for_backward(differences)
         return differences.pow(2).sum()
 
     @staticmethod
+    @torch.amp.custom_bwd(device_type="cuda")
     def backward(ctx, grad):
         (differences,) = ctx.saved_tensors
         twice = differences * (2 * grad)

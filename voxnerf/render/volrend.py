@@ -71,10 +71,11 @@ class _Composite(torch.autograd.Function):
     T_i exp(-tau_i), dw_k/dtau_i = -w_k for a later sample k of the ray, and d alpha_i/dtau_i = exp(-tau_i). So with
     g_k the loss's gradient at w_k (through opacity, depth, color and the weights themselves),
     dL/dtau_i = T_i exp(-tau_i) g_i - sum_{k>i} w_k g_k + exp(-tau_i) dL/d(alpha sum); the sums over later samples
-    run in FP64, as the forward's over earlier ones.
+    run in FP64, as the forward's over earlier ones. Under CUDA autocast it runs in FP32 (compositing always does).
     """
 
     @staticmethod
+    @torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32)
     def forward(ctx, sigmas, rgb, deltas, ray_idx, colored, distance, n_rays):
         tau = sigmas * deltas
         starts = segment_start_positions(ray_idx)
@@ -92,6 +93,7 @@ class _Composite(torch.autograd.Function):
         return sums[:, 0], color, sums[:, 1], (1 - survival).sum(), weights
 
     @staticmethod
+    @torch.amp.custom_bwd(device_type="cuda")
     def backward(ctx, g_opacity, g_color, g_depth, g_alpha_sum, g_weights):
         (rgb, deltas, ray_idx, colored, distance, starts, transmittance, survival, weights, color_rays,
          color_weights) = ctx.saved_tensors
