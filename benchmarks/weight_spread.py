@@ -8,7 +8,7 @@ import torch
 
 from voxnerf.render.model import Model
 from voxnerf.render.renderer import RenderConfig, march_samples
-from voxnerf.render.volrend import accumulate, render_weights
+from voxnerf.render.volrend import compositing_weights
 
 
 @torch.no_grad()
@@ -25,9 +25,11 @@ def weight_spread(model: Model, origins: torch.Tensor, dirs: torch.Tensor, cfg: 
     """
     estimator = model.estimator
     _, samples, _ = march_samples(model, origins, dirs, cfg, None)
-    weights, _ = render_weights(model.field.density(samples.lookup), samples.delta, samples.ray_idx)
-    moments = accumulate(weights, samples.ray_idx, len(origins), torch.stack([samples.u, samples.u.square()], -1))
-    total = accumulate(weights, samples.ray_idx, len(origins)).clamp_min(1e-9)
-    mean = moments[:, 0] / total
-    variance = (moments[:, 1] / total - mean.square()).clamp_min(0)
+    weights = compositing_weights(model.field.density(samples.lookup) * samples.delta, samples.ray_idx)
+    u = samples.u
+    sums = weights.new_zeros(len(origins), 3).index_add_(0, samples.ray_idx, torch.stack([weights, weights * u,
+                                                                                         weights * u.square()], -1))
+    total = sums[:, 0].clamp_min(1e-9)
+    mean = sums[:, 1] / total
+    variance = (sums[:, 2] / total - mean.square()).clamp_min(0)
     return variance.sqrt() * estimator.space.inner_scale / estimator.cell_size
