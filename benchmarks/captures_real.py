@@ -10,7 +10,10 @@ Rows of one LLFF-style capture (folders of links under --out; nothing is copied)
   forward    the largest forward-facing sweep (NDC space) of a photo and the photos within FORWARD_DEGREES of its
              view direction, where that sweep holds at least FORWARD_TEST_VIEWS test views (a slice scored on one
              or two views says little)
-and `synthetic`: lego_100 (white background, all 200 test views).
+and `synthetic`: lego_100 (white background, all 200 test views). Not in the table unless --layouts names it:
+  unbounded-json  each unbounded row written as a nerfstudio / instant-ngp transforms.json (photos linked): the
+                  same photos and poses without the per-view near bounds poses_bounds.npy carries, as captures from
+                  instant-ngp, nerfstudio and COLMAP folders without sparse points come
 
 Per row: test PSNR and SSIM at the end of training, training rays/s and samples per ray (medians over the second
 half of training), peak RSS of the run's process, wall time of the whole run (loading, training, scoring); then the
@@ -56,7 +59,8 @@ from revisions import checkout
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
-LAYOUTS = ("object", "unbounded", "forward", "synthetic")
+LAYOUTS = ("object", "unbounded", "forward", "synthetic", "unbounded-json")
+TABLE_LAYOUTS = LAYOUTS[:4]  # the whole table's (an hour on 2 cores)
 SYNTHETIC = DATA / "nerf_synthetic" / "lego_100"
 FORWARD_DEGREES = 20.0
 FORWARD_TEST_VIEWS = 3  # the fewest test views (every 8th photo) a forward slice of a masked capture is scored on
@@ -90,6 +94,29 @@ def link_variant(capture: Path, layout: str, root: Path) -> Path:
     for image, kept in zip(list_images(capture / "images"), keep):  # the photos load_scene pairs with the poses
         if kept:
             (out / "images" / image.name).symlink_to(image.resolve())
+    return out
+
+
+def json_variant(scene_dir: Path, name: str, root: Path) -> Path:
+    """A folder holding `scene_dir`'s photos (links) and cameras as transforms.json, without per-view near bounds."""
+    from voxnerf.data import load_scene
+    from voxnerf.data.files import list_images
+    from voxnerf.data.formats.nerfstudio import nerfstudio_camera
+    from voxnerf.data.formats.writing import opengl_matrix, save_json
+
+    out = root / "scenes" / f"{name}_unbounded-json"
+    if (out / "transforms.json").is_file():
+        return out
+    scene = load_scene(scene_dir, with_images=False)
+    (out / "images").mkdir(parents=True, exist_ok=True)
+    frames = []
+    for i, image in enumerate(list_images(scene_dir / "images")):  # the photos load_scene pairs with the poses
+        if not (out / "images" / image.name).is_symlink():
+            (out / "images" / image.name).symlink_to(image.resolve())
+        frames.append({"file_path": f"images/{image.name}", "transform_matrix": opengl_matrix(scene.cameras, i),
+                       **nerfstudio_camera(scene.cameras, i)})
+    splits = {f"{split}_filenames": [frames[i]["file_path"] for i in index] for split, index in scene.splits.items()}
+    save_json(out / "transforms.json", {"camera_model": "OPENCV", "frames": frames, **splits})
     return out
 
 
@@ -167,7 +194,8 @@ class Row:
 
 def find_rows(captures: Path, names: list[str], layouts: list[str], root: Path) -> list[Row]:
     """Every capture folder (with poses_bounds.npy) under `captures` (or `captures` itself), in each of its layouts
-    (`capture_layouts`) that `layouts` names."""
+    (`capture_layouts`) that `layouts` names, and its unbounded row as transforms.json where they name
+    unbounded-json (`json_variant`)."""
     if (captures / "poses_bounds.npy").is_file():
         found = [captures]
     else:
@@ -179,6 +207,8 @@ def find_rows(captures: Path, names: list[str], layouts: list[str], root: Path) 
         for layout, scene_dir in capture_layouts(capture, root):
             if layout in layouts:
                 rows.append(Row(capture.name, layout, scene_dir))
+            if layout == "unbounded" and "unbounded-json" in layouts:
+                rows.append(Row(capture.name, "unbounded-json", json_variant(scene_dir, capture.name, root)))
     if "synthetic" in layouts and (not names or SYNTHETIC.name in names):
         rows.append(Row(SYNTHETIC.name, "synthetic", SYNTHETIC))
     return rows
@@ -295,7 +325,7 @@ def main() -> None:
     parser.add_argument("captures", type=Path, nargs="?", default=DATA / "captures",
                         help="a folder of captures, or one capture")
     parser.add_argument("--captures", dest="names", default="", help="only these captures (names, comma-separated)")
-    parser.add_argument("--layouts", default=",".join(LAYOUTS))
+    parser.add_argument("--layouts", default=",".join(TABLE_LAYOUTS), help=f"some of {', '.join(LAYOUTS)}")
     parser.add_argument("--budget", type=float, default=300.0, help="seconds of training per run")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", type=Path, default=REPO / "bench_runs" / "captures_real")

@@ -9,13 +9,14 @@ import typer
 
 from voxnerf.cli.options import threads_option, use_threads
 from voxnerf.errors import VoxnerfError
-from voxnerf.export import METHODS, export_mesh, export_pointcloud
+from voxnerf.export import METHODS, default_method, export_mesh, export_pointcloud
 from voxnerf.export.box import crop_box, parse_bbox
 from voxnerf.export.iso import DEFAULT_ISO, WEAK_IOU, auto_iso, trusted
 from voxnerf.export.light import LIGHT_FACES
 from voxnerf.export.output import MESH_FORMATS, POINTCLOUD_FORMATS, TEXTURED_FORMATS, check_output, summary
 from voxnerf.export.photo import COLORS
 from voxnerf.export.pointcloud import SOURCES
+from voxnerf.export.subject import SUBJECT_VIEWS
 from voxnerf.export.texture import MAX_TEXTURE, TEXTURE_SIZE, check_texture
 from voxnerf.run.load import Run, load_run
 from voxnerf.system.device import resolve_device
@@ -47,15 +48,20 @@ def export(
     run: Path = typer.Argument(..., help="Run folder (or checkpoint file)."),
     mesh: Optional[Path] = typer.Option(None, help=f"Write a mesh ({', '.join(MESH_FORMATS)})."),
     pointcloud: Optional[Path] = typer.Option(None, help="Write a surface point cloud (.ply)."),
-    method: str = typer.Option("density", help=f"Mesh method: {' | '.join(METHODS)} (marching cubes on opacity, "
-                                               "or TSDF fusion of depth rendered from the training cameras)."),
+    method: Optional[str] = typer.Option(None, help=f"Mesh method: {' | '.join(METHODS)} (marching cubes on "
+                                         "opacity, or TSDF fusion of depth rendered from the training cameras). "
+                                         "Default: density for an object (box) run, tsdf for an unbounded or "
+                                         "forward-facing one."),
     iso: str = typer.Option("auto", "--iso", "--level", help="Iso value of one grid cell's opacity, alpha = 1 - exp(-sigma * cell), "
                               f"in (0, 1) ({DEFAULT_ISO}: NSVF's); or auto: the iso value whose silhouettes match the "
                               "field's rendering of the training views (a trained density is soft); a run where no "
                               f"iso value matches them (IoU < {WEAK_IOU}) is refused."),
     resolution: Optional[int] = typer.Option(None, help="Samples per axis over the unit box (default: twice the grid's, up "
                                                  "to 256, for density meshes and grid points; the grid's for TSDF)."),
-    bbox: Optional[str] = typer.Option(None, help="Keep x0,y0,z0,x1,y1,z1 (world units); default the scene box."),
+    bbox: Optional[str] = typer.Option(None, help="Keep x0,y0,z0,x1,y1,z1 (world units); default the scene box, or "
+                                       "for an unbounded run the subject its cameras circle, cut from the ground."),
+    whole_scene: bool = typer.Option(False, "--whole-scene", help="An unbounded run's mesh keeps the whole scene "
+                                     "box (the ground, the room), not only the subject the cameras circle."),
     min_component: float = typer.Option(0.05, help="Drop mesh parts smaller than this fraction of the largest."),
     target_faces: Optional[int] = typer.Option(None, min=0, help=f"A light mesh: marched on a slightly blurred "
                                                "density (smoother), decimated to about this many faces. Default: "
@@ -70,8 +76,8 @@ def export(
                                "of the training photos that see each point, which needs the run's scene folder; "
                                "or the field's color looking at the surface head-on)."),
     views: Optional[int] = typer.Option(None, min=2, help="--method tsdf and --source depth: render this many "
-                                        "training views, spread over the cameras (default all; each is a full "
-                                        "rendering)."),
+                                        "training views, spread over the cameras (default all for an object run, "
+                                        f"{SUBJECT_VIEWS} for a mesh of an unbounded or forward-facing one)."),
     texture: Optional[bool] = typer.Option(None, "--texture/--vertex-colors", help="Bake the colors into a texture "
                                            "over UV charts (.obj, with its .mtl and .png beside it, or .glb, "
                                            "embedded), or color the vertices. Default: a texture for .obj and .glb "
@@ -92,19 +98,21 @@ def export(
         check_texture(out, out.suffix.lower() in TEXTURED_FORMATS if texture is None else texture, texture_size)
     if pointcloud is not None:
         check_output(pointcloud, POINTCLOUD_FORMATS, "--pointcloud")
-    if views is not None and not (mesh is not None and method == "tsdf" or pointcloud is not None and source == "depth"):
-        raise VoxnerfError("--views: only --method tsdf and --source depth render views")
     if resolution is not None and resolution < 2:
         raise VoxnerfError(f"--resolution {resolution}: expected at least 2 samples per axis")
     box = parse_bbox(bbox) if bbox else None
     iso = parse_iso(iso)
     loaded = load_run(run, resolve_device(device))
+    method = method or default_method(loaded)
+    if views is not None and not (mesh is not None and method == "tsdf" or pointcloud is not None and source == "depth"):
+        raise VoxnerfError("--views: only --method tsdf and --source depth render views")
     if iso is None:
         marched = method == "density" and mesh is not None or source == "grid" and pointcloud is not None
         iso = chosen_iso(loaded, box) if marched else DEFAULT_ISO
     if mesh is not None:
         result = export_mesh(loaded, mesh, method, resolution, iso, box, min_component, target_faces, hidden,
-                             colors, views=views, texture=texture, texture_size=texture_size, progress=True)
+                             colors, views=views, texture=texture, texture_size=texture_size,
+                             whole_scene=whole_scene, progress=True)
         typer.echo(summary(mesh, result))
     if pointcloud is not None:
         result = export_pointcloud(loaded, pointcloud, source, num_points, resolution, iso, box, outliers, colors,

@@ -41,6 +41,7 @@ from voxnerf.export.iso import auto_iso, silhouette_density
 from voxnerf.export.mesh import (CEILING, clean_mesh, default_samples, drop_hidden, field_mesh, lattice_block,
                                  march_blocks)
 from voxnerf.export.query import LOG_EMPTY
+from voxnerf.export.subject import cut_ground, subject_box
 from voxnerf.export.output import write_mesh, y_up_rotation
 from voxnerf.export.photo import field_colors, mesh_depth_maps, photo_colors, weighted_median
 from voxnerf.export.texture import mesh_colors
@@ -761,3 +762,51 @@ def test_every_export_runs_on_a_briefly_trained_run(scene_root, tmp_path):
     assert 0 < len(light.triangles) <= 500 and light.has_textures()
     for source in ("grid", "depth"):
         assert len(export_pointcloud(trained, tmp_path / f"{source}.ply", source=source, count=1000).points) > 0
+
+
+# ---- the subject of an unbounded run ---------------------------------------------------------------------------
+def plane_and_ball(height: float) -> o3d.geometry.TriangleMesh:
+    """A 4 x 4 plane of 40 x 40 squares at z = `height` and a ball of radius 0.3 at the origin, one mesh."""
+    u = np.linspace(-2, 2, 41)
+    x, y = np.meshgrid(u, u, indexing="ij")
+    vertices = np.stack([x.ravel(), y.ravel(), np.full(x.size, height)], -1)
+    quads = np.arange(41 * 41).reshape(41, 41)[:-1, :-1].ravel()
+    faces = np.concatenate([np.stack([quads, quads + 41, quads + 1], -1), np.stack([quads + 1, quads + 41, quads + 42], -1)])
+    plane = o3d.geometry.TriangleMesh(o3d.utility.Vector3dVector(vertices), o3d.utility.Vector3iVector(faces))
+    return plane + o3d.geometry.TriangleMesh.create_sphere(0.3, 20)
+
+
+def test_the_ground_below_the_cameras_focus_is_cut_and_the_ball_on_it_kept():
+    cameras = vs.get_capture("unbounded").cameras(12, 16, seed=0)  # a ring around the origin, above z = 0, +z up
+    mesh = cut_ground(plane_and_ball(-0.4), cameras, voxel=0.05)
+    points = np.asarray(mesh.vertices)
+    assert len(points) == len(o3d.geometry.TriangleMesh.create_sphere(0.3, 20).vertices)
+    assert np.allclose(np.linalg.norm(points, axis=1), 0.3)
+
+
+def test_a_plane_above_the_cameras_focus_is_not_taken_for_the_ground():
+    cameras = vs.get_capture("unbounded").cameras(12, 16, seed=0)
+    mesh = plane_and_ball(0.5)
+    assert len(cut_ground(mesh, cameras, voxel=0.05).vertices) == len(plane_and_ball(0.5).vertices)
+
+
+def test_a_plain_mesh_export_of_an_unbounded_run_is_its_subject_not_the_room(tmp_path):
+    """The toy 360 capture (a ball on a box at the origin, cameras on a ring at 2.6, a tiled shell at 15) trained
+    briefly in a contracted space: a plain export (no method, no box) fuses a few views and keeps what lies around
+    the cameras' focus."""
+    folder = vs.make_capture("unbounded", tmp_path / "scene", "colmap", n_views=24, width=48, n_samples=64,
+                             n_points=600)
+    cfg = load_config(None, [{
+        "space": "contract", "levels": [{"until": 1.0, "resolution": 64, "image_scale": 1.0}], "max_steps": 300,
+        "log_every": 100, "optim": {"min_rays": 512, "max_rays": 1024},
+        "occupancy": {"warmup_steps": 50, "update_every": 16},
+    }])
+    Trainer(load_scene(folder), cfg, tmp_path / "run", torch.device("cpu"), quiet=True).train()
+    trained = load_run(tmp_path / "run")
+    subject = export_mesh(trained, tmp_path / "subject.ply")
+    points = np.asarray(subject.vertices)
+    box = subject_box(trained.training_cameras())
+    assert len(points) > 100 and np.all((points >= box[0] - 1e-6) & (points <= box[1] + 1e-6))
+    truth = vs.get_capture("unbounded").objects
+    distance = truth.sdf(torch.as_tensor(points, dtype=torch.float32)).abs().numpy()
+    assert np.mean(distance < 0.1) > 0.8, "the subject's mesh lies on the ball and the box"

@@ -20,7 +20,8 @@ Modules: `mesh` (marching cubes over occupied blocks, smoothing, cleanup), `ligh
 decimation), `iso` (the automatic iso value), `tsdf` (open3d fusion), `pointcloud` (grid or depth points), `photo`
 (colors from the photos), `charts` (xatlas's UV charts, texels of the faces, padding), `texture` (texture
 baking), `depth` (rendered views of the training cameras), `query` (log density, normals, colors of the field),
-`box` (crop region), `output` (writing and summary).
+`box` (crop region), `subject` (what an unbounded run's mesh keeps: the subject its cameras circle, cut from
+the ground), `output` (writing and summary).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from voxnerf.export.mesh import SMOOTHING, clean_mesh, crop, drop_hidden, field_
 from voxnerf.export.output import (MESH_FORMATS, POINTCLOUD_FORMATS, TEXTURED_FORMATS, Y_UP_FORMATS, check_output,
                                    write_mesh, write_pointcloud)
 from voxnerf.export.photo import check_colors, color_mesh
+from voxnerf.export.subject import SUBJECT_VIEWS, cut_ground, render_scale, subject_box
 from voxnerf.export.pointcloud import surface_points
 from voxnerf.export.texture import TEXTURE_SIZE, check_texture, textured_mesh
 from voxnerf.export.tsdf import fuse
@@ -46,22 +48,25 @@ from voxnerf.run.load import Run
 METHODS = ("density", "tsdf")
 
 
-def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int | None = None,
+def export_mesh(run: Run, out: str | Path, method: str | None = None, samples: int | None = None,
                 iso: float = DEFAULT_ISO, bbox: np.ndarray | None = None, min_component: float = 0.05,
                 target_faces: int | None = None, hidden: bool = False, colors: str = "photos",
                 smoothing: int = SMOOTHING, views: int | None = None, texture: bool | None = None,
-                texture_size: int = TEXTURE_SIZE, progress: bool = False) -> o3d.geometry.TriangleMesh:
+                texture_size: int = TEXTURE_SIZE, whole_scene: bool = False,
+                progress: bool = False) -> o3d.geometry.TriangleMesh:
     """Extract, crop, clean and write a mesh of the run in world units (.ply, .obj or .glb by `out`'s suffix).
 
     Args:
         run: the loaded run.
         out: the file to write.
-        method: "density" (the opacity iso-surface, by marching cubes) or "tsdf" (fusion of rendered depth).
+        method: "density" (the opacity iso-surface, by marching cubes) or "tsdf" (fusion of rendered depth);
+            default `default_method`.
         samples: lattice samples per axis over the unit box (density; default twice the grid's resolution up to
             256, `mesh.default_samples`) or TSDF voxels per unit-box width (tsdf; default the grid's resolution).
         iso: iso value of the opacity of one grid cell, 1 - exp(-sigma * cell) (density only); see
             `iso.auto_iso` for the iso value that matches the field's rendered silhouettes.
-        bbox: (2, 3) world box to keep; default the scene's box of interest.
+        bbox: (2, 3) world box to keep; default the scene's box of interest, or for an unbounded run the subject
+            its cameras circle (`subject`: its box, cut from the ground) unless `whole_scene`.
         min_component: drop connected components with fewer than this fraction of the largest's triangles.
         target_faces: a light mesh (`light`): marched on the slightly blurred density, then decimated to about
             this many triangles; default LIGHT_FACES for a textured mesh, 0 (the dense mesh) otherwise.
@@ -70,10 +75,12 @@ def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int
         colors: "photos" (the training photos that see each vertex, see `photo`; needs the run's scene folder) or
             "field" (the field's color seen head-on).
         smoothing: steps of neighbour averaging of the density mesh (see `mesh.field_mesh`).
-        views: tsdf fuses this many training views spread over the cameras (default all: a rendering each).
+        views: tsdf fuses this many training views spread over the cameras (default all for a box run: a rendering
+            each; SUBJECT_VIEWS for a scene run).
         texture: bake `colors` into a texture over UV charts (see `texture`, `charts`) instead of coloring the
             vertices (.obj and .glb only); default: for .obj and .glb.
         texture_size: the texture's width and height in texels (xatlas may make it a little larger).
+        whole_scene: an unbounded run keeps the scene's whole box, not only the subject its cameras circle.
         progress: show progress bars.
     Returns:
         The written mesh, in world coordinates: with vertex colors, or textured (`texture.textured_mesh`). An .obj
@@ -83,20 +90,29 @@ def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int
     texture = out.suffix.lower() in TEXTURED_FORMATS if texture is None else texture
     target_faces = (LIGHT_FACES if texture else 0) if target_faces is None else target_faces
     check_texture(out, texture, texture_size)
+    method = method or default_method(run)
     if method not in METHODS:
         raise VoxnerfError(f"--method {method}: expected one of {', '.join(METHODS)}")
     if not 0 < iso < 1:
         raise VoxnerfError(f"--iso {iso}: the opacity iso value must lie in (0, 1)")
     check_colors(colors)
-    box = crop_box(run, bbox)
+    subject = bbox is None and not whole_scene and circles_subject(run)
+    cameras = run.training_cameras() if subject or not hidden else None
+    box = crop_box(run, subject_box(cameras) if subject else bbox)
     if method == "density":
         require_box_space(run, "--method density", "--method tsdf")
         mesh = field_mesh(run, box, samples, iso, smoothing, LIGHT_BLUR if target_faces else 0.0, progress)
     else:
         voxel = 2.0 / (samples or run.model.estimator.resolution) / run.scale
-        mesh = crop(fuse(run, voxel, views=views, progress=progress), box)
+        scene_run = not run.model.space.bounded
+        views = views or (SUBJECT_VIEWS if scene_run else None)
+        scale = render_scale(cameras, voxel) if subject else 1.0
+        mesh = crop(fuse(run, voxel, views=views, scale=scale, box=box if scene_run else None, progress=progress),
+                    box)
+        if subject:
+            mesh = cut_ground(mesh, cameras, voxel)
     if not hidden:
-        mesh = drop_hidden(mesh, run.training_cameras())
+        mesh = drop_hidden(mesh, cameras)
     mesh = clean_mesh(mesh, min_component)
     if target_faces:
         mesh = decimate(mesh, target_faces)
@@ -106,6 +122,18 @@ def export_mesh(run: Run, out: str | Path, method: str = "density", samples: int
         mesh = color_mesh(run, mesh, colors, progress)
     write_mesh(mesh, out, run.training_cameras().up if out.suffix.lower() in Y_UP_FORMATS else None)
     return mesh
+
+
+def default_method(run: Run) -> str:
+    """The mesh method for `run`: the density iso-surface of a box run; TSDF fusion of rendered depth for an
+    unbounded or forward-facing one, whose density over a whole scene holds haze that rendering sees through."""
+    return "density" if run.model.space.bounded else "tsdf"
+
+
+def circles_subject(run: Run) -> bool:
+    """Whether `run` holds a whole scene around a subject its cameras circle (an unbounded, not forward-facing,
+    run): its mesh is then the subject's (`subject`)."""
+    return not run.model.space.bounded and not run.model.space.faces_forward
 
 
 def export_pointcloud(run: Run, out: str | Path, source: str = "grid", count: int = 100_000,

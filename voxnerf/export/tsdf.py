@@ -36,8 +36,13 @@ def pinhole(cameras: Cameras, i: int) -> tuple[o3c.Tensor, o3c.Tensor]:
     return o3c.Tensor(k, o3c.float64), o3c.Tensor(np.linalg.inv(c2w), o3c.float64)
 
 
+def inside(points: np.ndarray, box: np.ndarray, margin: float) -> np.ndarray:
+    """(P,) bool: `points` (P, 3) within `margin` of the world box (2, 3)."""
+    return np.all((points >= box[0] - margin) & (points <= box[1] + margin), axis=1)
+
+
 def fuse(run: Run, voxel: float, far: float | None = None, min_views: float = MIN_VIEWS, views: int | None = None,
-         progress: bool = False) -> o3d.geometry.TriangleMesh:
+         scale: float = 1.0, box: np.ndarray | None = None, progress: bool = False) -> o3d.geometry.TriangleMesh:
     """The TSDF mesh of the run's rendered training views, world units, with vertex colors.
 
     Args:
@@ -46,15 +51,19 @@ def fuse(run: Run, voxel: float, far: float | None = None, min_views: float = MI
         far: depth beyond which pixels are ignored (default the scene's far bound).
         min_views: voxels integrated fewer times than this are left out of the mesh.
         views: fuse this many training views spread over the cameras (`depth.chosen_views`); default all.
+        scale: render the views at this scale of the training images (`Cameras.scaled`).
+        box: (2, 3) world box: only pixels whose surface lies in it (or within the truncation of it) are fused.
         progress: show a bar over the views.
     """
-    cameras = run.training_cameras()
+    cameras = run.training_cameras().scaled(scale)
     device = o3c.Device("CPU:0")
     grid = o3d.t.geometry.VoxelBlockGrid(
         attr_names=("tsdf", "weight", "color"), attr_dtypes=(o3c.float32, o3c.float32, o3c.float32),
         attr_channels=((1), (1), (3)), voxel_size=voxel, block_resolution=8, block_count=BLOCK_COUNT, device=device)
     far = float(run.record.far if far is None else far)
     for sv in rendered_views(run, cameras, chosen_views(len(cameras), views), progress):
+        if box is not None:
+            sv.surface[sv.surface] = inside(sv.points(), box, TRUNCATION_VOXELS * voxel)
         rgb = sv.view.rgb.reshape(-1, 3).copy()
         rgb[sv.surface] = sv.foreground_rgb(run.background)
         color = o3d.t.geometry.Image(o3c.Tensor(rgb.reshape(sv.view.rgb.shape).astype(np.float32)))

@@ -213,14 +213,14 @@ def write(scene: Scene, out: Path, split_lists: bool = False, aabb_scale: float 
     cams = scene.cameras
     names = [f"frame_{i + 1:05d}.png" for i in range(len(cams))]
     write_images(scene.images, out, "images", names, downscales)
-    shared = all(_nerfstudio_camera(cams, i) == _nerfstudio_camera(cams, 0) for i in range(len(cams)))
-    meta = {"camera_model": "OPENCV", **(_nerfstudio_camera(cams, 0) if shared else {})}
+    shared = all(nerfstudio_camera(cams, i) == nerfstudio_camera(cams, 0) for i in range(len(cams)))
+    meta = {"camera_model": "OPENCV", **(nerfstudio_camera(cams, 0) if shared else {})}
     if aabb_scale is not None:
         meta["aabb_scale"] = aabb_scale
     frames = []
     for i, name in enumerate(names):
         frame = {"file_path": f"images/{name}", "transform_matrix": opengl_matrix(cams, i)}
-        frames.append(frame | ({} if shared else _nerfstudio_camera(cams, i)))
+        frames.append(frame | ({} if shared else nerfstudio_camera(cams, i)))
     if scene.masks is not None:
         write_images([mask_image(m) for m in scene.masks], out, "masks", names, downscales)
         for frame, name in zip(frames, names):
@@ -232,7 +232,8 @@ def write(scene: Scene, out: Path, split_lists: bool = False, aabb_scale: float 
     save_json(out / "transforms.json", meta)
 
 
-def _nerfstudio_camera(cams: Cameras, i: int) -> dict:
+def nerfstudio_camera(cams: Cameras, i: int) -> dict:
+    """Camera i's intrinsics and distortion as a transforms.json frame (or its top level) holds them."""
     fx, fy, cx, cy = cams.intrinsics[i].tolist()
     k1, k2, p1, p2 = cams.distortion[i].tolist()
     w, h = cams.sizes[i].tolist()
