@@ -28,6 +28,7 @@ from scipy.spatial import cKDTree
 import voxnerf.scenes as vs
 from voxnerf.cli.demo import export_step as demo_export_step
 from voxnerf.data import load_scene
+from voxnerf.data.cameras import Cameras
 from voxnerf.data.rays import image_rays
 from voxnerf.data.normalize import space_for
 from voxnerf.errors import VoxnerfError
@@ -44,7 +45,7 @@ from voxnerf.export.query import LOG_EMPTY
 from voxnerf.export.subject import cut_ground, subject_box
 from voxnerf.export.output import write_mesh, y_up_rotation
 from voxnerf.export.photo import field_colors, mesh_depth_maps, photo_colors, weighted_median
-from voxnerf.export.texture import mesh_colors
+from voxnerf.export.texture import TEXELS_PER_PIXEL, finest_pixel, mesh_colors, texel_density
 from voxnerf.render.model import Model
 from voxnerf.render.occupancy import OccupancyConfig
 from voxnerf.run.checkpoint import CHECKPOINT, save_atomic
@@ -423,6 +424,20 @@ def test_texture_keeps_the_colors_that_a_coarse_meshs_vertex_colors_blur(tmp_pat
         truth = box.color(torch.as_tensor(origins[hit] + hits["t_hit"].numpy()[hit, None] * dirs[hit])).numpy()
         psnr[name] = -10 * np.log10(((color - truth) ** 2).mean())
     assert psnr["texture.glb"] >= psnr["vertex.ply"] + 0.5, psnr  # 22.6 against 21.9 dB
+
+
+def test_texels_span_half_the_finest_photo_pixel_on_the_surface_up_to_the_largest_texture():
+    """A 1 x 1 square 4 units in front of one camera of focal length 100 and another twice as far: a pixel there
+    spans 0.04 in the nearer photo, so two texels a pixel give 50 texels a unit; a texture that would need the
+    largest size or more is left at that size (0)."""
+    far = np.array([[1.0, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, -8.0]])
+    c2w = np.stack([np.array([[1.0, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, -4.0]]), far])
+    cameras = Cameras(c2w, np.tile([100.0, 100, 50, 50], (2, 1)), np.tile([100, 100], (2, 1)), np.zeros((2, 4)))
+    vertices = np.array([[-0.5, -0.5, 0], [0.5, -0.5, 0], [0.5, 0.5, 0], [-0.5, 0.5, 0]])
+    faces = np.array([[0, 1, 2], [0, 2, 3]])
+    assert finest_pixel(cameras, vertices.mean(0, keepdims=True)) == pytest.approx([0.04])
+    assert texel_density(vertices, faces, cameras, 2048) == pytest.approx(TEXELS_PER_PIXEL / 0.04, rel=0.01)
+    assert texel_density(vertices, faces, cameras, 64) == 0.0  # 50 texels a unit / sqrt(CHART_FILL) > 64
 
 
 def test_rasterize_finds_each_texel_center_inside_the_faces_once_with_its_barycentrics():

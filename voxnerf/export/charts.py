@@ -40,8 +40,9 @@ class Charts:
     size: tuple[int, int]
 
 
-def chart_mesh(vertices: np.ndarray, faces: np.ndarray, size: int) -> Charts:
-    """xatlas's charts of a mesh packed into one texture at most size x size texels.
+def chart_mesh(vertices: np.ndarray, faces: np.ndarray, size: int, texels_per_unit: float = 0.0) -> Charts:
+    """xatlas's charts of a mesh packed into one texture at most size x size texels: with `texels_per_unit` (texels
+    per world unit of the surface) a texture as large as that density needs, else (0) one of size x size.
 
     Charts grow in one pass (xatlas's `max_iterations` 0: its further passes, which move chart borders, took 6x the
     time on a 100,000-face head for the same number of charts). xatlas may pack them into a somewhat larger square
@@ -52,13 +53,15 @@ def chart_mesh(vertices: np.ndarray, faces: np.ndarray, size: int) -> Charts:
         vertices: (V, 3) positions.
         faces: (F, 3) vertex indices.
         size: largest texture width and height in texels.
+        texels_per_unit: texels per world unit (0: xatlas's, for a size x size texture).
     """
     atlas = xatlas.Atlas()
     atlas.add_mesh(vertices.astype(np.float32), faces.astype(np.uint32))
     chart = xatlas.ChartOptions()
     chart.max_iterations = 0
     pack = xatlas.PackOptions()
-    pack.resolution, pack.padding, pack.bilinear = size, PADDING, True
+    pack.resolution, pack.padding, pack.bilinear = 0 if texels_per_unit else size, PADDING, True
+    pack.texels_per_unit = texels_per_unit
     atlas.generate(chart, pack)
     source, chart_faces, uv = atlas[0]
     scale = min(1.0, size / max(atlas.width, atlas.height))

@@ -16,11 +16,15 @@ import open3d as o3d
 from voxnerf.errors import VoxnerfError
 from voxnerf.export.charts import chart_mesh, pad, rasterize
 from voxnerf.export.output import TEXTURED_FORMATS
+from voxnerf.data.cameras import Cameras
+from voxnerf.data.rays import project
 from voxnerf.export.photo import bilinear, mesh_depth_maps, surface_colors
 from voxnerf.run.load import Run
 
 MAX_TEXTURE = 4096  # largest texture width and height allowed (texels)
-TEXTURE_SIZE = 2048  # the default texture width and height
+TEXTURE_SIZE = 2048  # the default largest texture width and height
+TEXELS_PER_PIXEL = 2.0  # texels across the finest training pixel that frames the surface: finer ones add no detail
+CHART_FILL = 0.5  # the share of an atlas its charts fill, as xatlas packs a light mesh's (0.5-0.7 seen)
 
 
 def check_texture(out: Path, texture: bool, size: int) -> None:
@@ -48,6 +52,42 @@ def surface_samples(vertices: np.ndarray, normals: np.ndarray, corners: np.ndarr
     return points, point_normals / np.maximum(np.linalg.norm(point_normals, axis=1, keepdims=True), 1e-12)
 
 
+def finest_pixel(cameras: Cameras, points: np.ndarray) -> np.ndarray:
+    """(N,) the smallest world span of a pixel at each world point (N, 3) among the cameras that frame it (its
+    distance over the focal length), inf where none does (visibility is not checked)."""
+    best = np.full(len(points), np.inf)
+    for i in range(len(cameras)):
+        uv, distance, in_front = project(cameras, i, points)
+        width, height = cameras.sizes[i]
+        framed = in_front & (uv >= 0).all(1) & (uv[:, 0] < width) & (uv[:, 1] < height)
+        best = np.where(framed, np.minimum(best, distance / cameras.intrinsics[i, :2].mean()), best)
+    return best
+
+
+def texel_density(vertices: np.ndarray, faces: np.ndarray, cameras: Cameras, size: int) -> float:
+    """Texels per world unit for a texture whose texels span 1 / TEXELS_PER_PIXEL of the finest training pixel
+    that frames the surface (the area-weighted median over the faces), or 0 where that needs a texture of `size`
+    or more (then the charts fill size x size texels).
+
+    Args:
+        vertices: (V, 3) world positions; faces: (F, 3) vertex indices.
+        cameras: the training cameras (pixel units of the photos the texture is baked from).
+        size: the largest texture width and height.
+    """
+    corners = vertices[faces]
+    area = 0.5 * np.linalg.norm(np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0]), axis=1)
+    pixel = finest_pixel(cameras, corners.mean(1))
+    framed = np.isfinite(pixel) & (area > 0)
+    if not framed.any():
+        return 0.0
+    order = np.argsort(pixel[framed])
+    weight = np.cumsum(area[framed][order])
+    median = pixel[framed][order][np.searchsorted(weight, weight[-1] / 2)]
+    density = TEXELS_PER_PIXEL / median
+    side = np.sqrt(area.sum() / CHART_FILL) * density
+    return float(density) if side < size else 0.0
+
+
 def textured_mesh(run: Run, mesh: o3d.geometry.TriangleMesh, colors: str = "photos", size: int = TEXTURE_SIZE,
                   progress: bool = False) -> o3d.geometry.TriangleMesh:
     """A world mesh with UV charts and a texture baked from the run's training photos (see the module docstring).
@@ -56,7 +96,8 @@ def textured_mesh(run: Run, mesh: o3d.geometry.TriangleMesh, colors: str = "phot
         run: the loaded run (its scene folder must still hold the training photos).
         mesh: world mesh with vertex normals.
         colors: "photos" or "field", as for vertex colors (`photo.surface_colors`).
-        size: the texture's width and height that xatlas packs the charts for (it may come out a little larger).
+        size: the largest texture width and height: the texture is as large as the photos' finest pixels on the
+            surface need (`texel_density`), up to size x size (xatlas may pack a little larger; it is then scaled).
         progress: show a bar over the views.
     Returns:
         A new open3d mesh whose vertices are the charts' (seam vertices repeated), with vertex normals,
@@ -65,12 +106,14 @@ def textured_mesh(run: Run, mesh: o3d.geometry.TriangleMesh, colors: str = "phot
     """
     vertices, faces = np.asarray(mesh.vertices), np.asarray(mesh.triangles)
     normals = np.asarray(mesh.vertex_normals)
-    charts = chart_mesh(vertices, faces, size)
+    cameras = run.training_cameras()
+    density = texel_density(vertices, faces, cameras, size) if colors == "photos" else 0.0
+    charts = chart_mesh(vertices, faces, size, density)
     w, h = charts.size
     texels, face, bary = rasterize(charts.uv, charts.faces, charts.size)
     points, point_normals = surface_samples(vertices, normals, faces[face], bary)
     image, filled = np.zeros((h * w, 3), np.float32), np.zeros(h * w, bool)
-    image[texels] = surface_colors(run, points, point_normals, mesh_depth_maps(mesh, run.training_cameras()), colors,
+    image[texels] = surface_colors(run, points, point_normals, mesh_depth_maps(mesh, cameras), colors,
                                    progress)
     filled[texels] = True
     image = pad(image.reshape(h, w, 3), filled.reshape(h, w))
