@@ -79,7 +79,8 @@ def export_mesh(run: Run, out: str | Path, method: str | None = None, samples: i
             each; SUBJECT_VIEWS for a scene run).
         texture: bake `colors` into a texture over UV charts (see `texture`, `charts`) instead of coloring the
             vertices (.obj and .glb only); default: for .obj and .glb.
-        texture_size: the texture's width and height in texels (xatlas may make it a little larger).
+        texture_size: the texture's largest width and height in texels (it is as large as the photos' pixels
+            on the surface need: `texture.texel_density`).
         whole_scene: an unbounded run keeps the scene's whole box, not only the subject its cameras circle.
         progress: show progress bars.
     Returns:
