@@ -21,6 +21,7 @@ GROUND_ANGLE = 30.0  # degrees: a plane whose normal lies within this of the cam
 GROUND_SHARE = 0.1  # ... when it holds at least this share of the mesh's vertices
 GROUND_MARGIN = 2.0  # TSDF voxels above the ground plane cut with it (the plane's own thickness and the seam)
 RANSAC_ITERATIONS = 1000
+PLANES = 3  # the largest planes of the mesh tried as the ground, one after the other
 
 
 def subject_box(cameras: Cameras) -> np.ndarray:
@@ -38,24 +39,25 @@ def render_scale(cameras: Cameras, voxel: float) -> float:
 
 
 def cut_ground(mesh: o3d.geometry.TriangleMesh, cameras: Cameras, voxel: float) -> o3d.geometry.TriangleMesh:
-    """Remove the ground the subject stands on: the plane (RANSAC over the vertices, `voxel` world units thick) that
-    holds GROUND_SHARE of them, faces the cameras' up direction within GROUND_ANGLE and passes below their focus,
-    with everything on its far side and GROUND_MARGIN voxels above it. A mesh without such a plane is kept whole.
-    Modifies and returns `mesh`."""
+    """Remove the ground the subject stands on: of the PLANES largest planes in the vertices (RANSAC, one after
+    the other, `voxel` world units thick), the first that holds GROUND_SHARE of them, faces the cameras' up direction
+    within GROUND_ANGLE and passes below their focus, with everything on its far side and GROUND_MARGIN voxels above
+    it. A mesh without such a plane is kept whole. Modifies and returns `mesh`."""
     points = np.asarray(mesh.vertices)
-    if len(points) < 3:
-        return mesh
-    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points))
-    o3d.utility.random.seed(0)
-    plane, inliers = cloud.segment_plane(voxel, 3, RANSAC_ITERATIONS)
-    normal, offset = np.asarray(plane[:3]), float(plane[3])
-    scale = np.linalg.norm(normal)
-    normal, offset = normal / scale, offset / scale
-    if cameras.centers.mean(0) @ normal + offset < 0:  # the normal points to the cameras' side
-        normal, offset = -normal, -offset
     focus = subject_box(cameras).mean(0)
-    facing = normal @ cameras.up >= np.cos(np.radians(GROUND_ANGLE))
-    if not facing or len(inliers) < GROUND_SHARE * len(points) or focus @ normal + offset <= 0:
-        return mesh
-    mesh.remove_vertices_by_mask(points @ normal + offset < GROUND_MARGIN * voxel)
+    left = np.arange(len(points))
+    o3d.utility.random.seed(0)
+    for _ in range(PLANES):
+        if len(left) < GROUND_SHARE * len(points) or len(left) < 3:
+            break
+        cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points[left]))
+        plane, inliers = cloud.segment_plane(voxel, 3, RANSAC_ITERATIONS)
+        normal, offset = np.asarray(plane[:3]) / np.linalg.norm(plane[:3]), plane[3] / np.linalg.norm(plane[:3])
+        if cameras.centers.mean(0) @ normal + offset < 0:  # the normal points to the cameras' side
+            normal, offset = -normal, -offset
+        facing = normal @ cameras.up >= np.cos(np.radians(GROUND_ANGLE))
+        if facing and len(inliers) >= GROUND_SHARE * len(points) and focus @ normal + offset > 0:
+            mesh.remove_vertices_by_mask(points @ normal + offset < GROUND_MARGIN * voxel)
+            return mesh
+        left = np.delete(left, inliers)
     return mesh
