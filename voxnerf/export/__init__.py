@@ -39,8 +39,8 @@ from voxnerf.export.mesh import SMOOTHING, clean_mesh, crop, drop_hidden, field_
 from voxnerf.export.output import (MESH_FORMATS, POINTCLOUD_FORMATS, TEXTURED_FORMATS, Y_UP_FORMATS, check_output,
                                    write_mesh, write_pointcloud)
 from voxnerf.export.photo import check_colors, color_mesh
-from voxnerf.export.subject import SUBJECT_VIEWS, cut_ground, render_scale, subject_box
 from voxnerf.export.pointcloud import surface_points
+from voxnerf.export.subject import SUBJECT_VIEWS, cut_ground, render_scale, subject_box
 from voxnerf.export.texture import TEXTURE_SIZE, check_texture, textured_mesh
 from voxnerf.export.tsdf import fuse
 from voxnerf.run.load import Run

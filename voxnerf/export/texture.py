@@ -13,18 +13,19 @@ from pathlib import Path
 import numpy as np
 import open3d as o3d
 
+from voxnerf.data.cameras import Cameras
+from voxnerf.data.rays import project
 from voxnerf.errors import VoxnerfError
 from voxnerf.export.charts import chart_mesh, pad, rasterize
 from voxnerf.export.output import TEXTURED_FORMATS
-from voxnerf.data.cameras import Cameras
-from voxnerf.data.rays import project
 from voxnerf.export.photo import bilinear, mesh_depth_maps, surface_colors
 from voxnerf.run.load import Run
 
 MAX_TEXTURE = 4096  # largest texture width and height allowed (texels)
 TEXTURE_SIZE = 2048  # the default largest texture width and height
 TEXELS_PER_PIXEL = 2.0  # texels across the finest training pixel that frames the surface: finer ones add no detail
-CHART_FILL = 0.5  # the share of an atlas its charts fill, as xatlas packs a light mesh's (0.5-0.7 seen)
+CHART_FILL = 0.5  # an assumed share of an atlas its charts fill: it only decides whether the photos' density would
+#                   need the largest texture or more (below it, xatlas sizes the atlas itself)
 
 
 def check_texture(out: Path, texture: bool, size: int) -> None:
