@@ -60,5 +60,10 @@ def resolved_depth(cameras: Cameras, focus: np.ndarray, pixels: float = 1.0) -> 
     directions = offsets / np.linalg.norm(offsets, axis=1, keepdims=True).clip(1e-12)
     chord = cKDTree(directions).query(directions, k=2)[0][:, 1]  # each view's nearest other direction
     theta = float(np.median(2 * np.arcsin(np.clip(chord / 2, 0, 1))))
-    footprint = (-offsets * cameras.forward).sum(1) / cameras.intrinsics[:, :2].mean(1)
-    return pixels * float(np.median(footprint)) / theta if theta > 0 else float("inf")
+    return pixels * focus_pixel(cameras, focus) / theta if theta > 0 else float("inf")
+
+
+def focus_pixel(cameras: Cameras, focus: np.ndarray) -> float:
+    """The world span of a pixel at `focus` (3,) in the median view: its depth along the view's axis over the view's
+    focal length."""
+    return float(np.median(((focus - cameras.centers) * cameras.forward).sum(1) / cameras.intrinsics[:, :2].mean(1)))

@@ -14,6 +14,7 @@ import open3d as o3d
 
 from voxnerf.data.bounds import bounds_from_cameras
 from voxnerf.data.cameras import Cameras
+from voxnerf.data.footprint import focus_pixel
 
 SUBJECT_VIEWS = 24  # training views rendered (spread over the cameras) for a scene run's TSDF
 PIXELS_PER_VOXEL = 2.0  # views are rendered downscaled until a TSDF voxel at the focus spans this many pixels
@@ -32,10 +33,7 @@ def subject_box(cameras: Cameras) -> np.ndarray:
 def render_scale(cameras: Cameras, voxel: float) -> float:
     """The image scale (at most 1) at which a TSDF voxel of `voxel` world units at the cameras' focus spans
     PIXELS_PER_VOXEL pixels in the median view: finer renders add time and no detail to the fused surface."""
-    focus = subject_box(cameras).mean(0)
-    depth = np.median(((focus - cameras.centers) * cameras.forward).sum(1))
-    focal = np.median(cameras.intrinsics[:, :2])
-    return float(np.clip(PIXELS_PER_VOXEL * depth / (focal * voxel), 1 / 8, 1.0))
+    return float(np.clip(PIXELS_PER_VOXEL * focus_pixel(cameras, subject_box(cameras).mean(0)) / voxel, 1 / 8, 1.0))
 
 
 def cut_ground(mesh: o3d.geometry.TriangleMesh, cameras: Cameras, voxel: float) -> o3d.geometry.TriangleMesh:
