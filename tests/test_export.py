@@ -28,7 +28,7 @@ from scipy.spatial import cKDTree
 import voxnerf.scenes as vs
 from voxnerf.cli.demo import export_step as demo_export_step
 from voxnerf.data import load_scene
-from voxnerf.data.cameras import Cameras
+from voxnerf.data.cameras import Cameras, look_at
 from voxnerf.data.rays import image_rays
 from voxnerf.data.normalize import space_for
 from voxnerf.errors import VoxnerfError
@@ -42,7 +42,7 @@ from voxnerf.export.iso import auto_iso, silhouette_density
 from voxnerf.export.mesh import (CEILING, clean_mesh, default_samples, drop_hidden, field_mesh, lattice_block,
                                  march_blocks)
 from voxnerf.export.query import LOG_EMPTY
-from voxnerf.export.subject import cut_ground, subject_box
+from voxnerf.export.subject import cut_ground, find_ground, subject_box
 from voxnerf.export.output import write_mesh, y_up_rotation
 from voxnerf.export.photo import field_colors, mesh_depth_maps, photo_colors, weighted_median
 from voxnerf.export.texture import TEXELS_PER_PIXEL, finest_pixel, mesh_colors, texel_density
@@ -791,18 +791,52 @@ def plane_and_ball(height: float) -> o3d.geometry.TriangleMesh:
     return plane + o3d.geometry.TriangleMesh.create_sphere(0.3, 20)
 
 
+def half_ring_looking_down(pitch: float) -> Cameras:
+    """16 cameras on half a circle of radius 3 around the origin (y < 0), each looking at it from `pitch` degrees
+    above the horizontal (+z up), as a phone walked half around an object looking down on it."""
+    azimuth = np.linspace(np.pi * 1.05, np.pi * 1.95, 16)
+    tilt = np.radians(pitch)
+    eyes = 3 * np.stack([np.cos(tilt) * np.cos(azimuth), np.cos(tilt) * np.sin(azimuth), np.full(16, np.sin(tilt))], -1)
+    c2w = np.stack([look_at(eye, np.zeros(3), np.array([0.0, 0.0, 1.0])) for eye in eyes])
+    return Cameras(c2w, np.tile([50.0, 50.0, 32.0, 32.0], (16, 1)), np.tile([64, 64], (16, 1)), np.zeros((16, 4)))
+
+
+def ground_cut(mesh: o3d.geometry.TriangleMesh, cameras: Cameras) -> o3d.geometry.TriangleMesh:
+    ground = find_ground(mesh, cameras, voxel=0.05)
+    return mesh if ground is None else cut_ground(mesh, ground, voxel=0.05)
+
+
 def test_the_ground_below_the_cameras_focus_is_cut_and_the_ball_on_it_kept():
     cameras = vs.get_capture("unbounded").cameras(12, 16, seed=0)  # a ring around the origin, above z = 0, +z up
-    mesh = cut_ground(plane_and_ball(-0.5), cameras, voxel=0.05)  # the ball 0.2 above it: past the 2-voxel seam
+    mesh = ground_cut(plane_and_ball(-0.5), cameras)  # the ball 0.2 above it: past the 2-voxel seam
     points = np.asarray(mesh.vertices)
     assert len(points) == len(o3d.geometry.TriangleMesh.create_sphere(0.3, 20).vertices)
     assert np.allclose(np.linalg.norm(points, axis=1), 0.3)
 
 
+def test_the_ground_is_found_under_steep_views_from_half_a_circle():
+    """Cameras 60 degrees above the horizon over half a circle: the mean of their up directions leans 48 degrees
+    toward the subject, yet each camera's up lies 60 degrees from the ground's normal."""
+    cameras = half_ring_looking_down(60.0)
+    mean_up = -cameras.c2w[:, :, 1].mean(0)
+    assert np.degrees(np.arccos(mean_up[2] / np.linalg.norm(mean_up))) > 40
+    ground = find_ground(plane_and_ball(-0.5), cameras, voxel=0.05)
+    assert ground is not None and np.allclose(ground, [0, 0, 1, 0.5], atol=1e-3)
+    assert len(cut_ground(plane_and_ball(-0.5), ground, voxel=0.05).vertices) == len(
+        o3d.geometry.TriangleMesh.create_sphere(0.3, 20).vertices)
+
+
+def test_a_wall_behind_the_subject_of_half_a_circle_is_not_taken_for_the_ground():
+    """The plane of `plane_and_ball` stood up at y = 0.5 behind the ball, seen from the half circle's side (y < 0):
+    every camera stands in front of it and its up direction turns away from the wall's normal."""
+    wall = plane_and_ball(-0.5).rotate(o3d.geometry.get_rotation_matrix_from_xyz([np.pi / 2, 0, 0]), np.zeros(3))
+    assert np.allclose(np.asarray(wall.vertices)[:1681, 1], 0.5)
+    assert find_ground(wall, half_ring_looking_down(30.0), voxel=0.05) is None
+
+
 def test_a_plane_above_the_cameras_focus_is_not_taken_for_the_ground():
     cameras = vs.get_capture("unbounded").cameras(12, 16, seed=0)
-    mesh = plane_and_ball(0.5)
-    assert len(cut_ground(mesh, cameras, voxel=0.05).vertices) == len(plane_and_ball(0.5).vertices)
+    assert find_ground(plane_and_ball(0.5), cameras, voxel=0.05) is None
 
 
 def test_a_plain_mesh_export_of_an_unbounded_run_is_its_subject_not_the_room(tmp_path):

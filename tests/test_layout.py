@@ -93,6 +93,30 @@ def test_cameras_turning_in_place_are_unbounded():
     assert detect_layout(scene_of(c2w)) == "unbounded"
 
 
+def test_up_is_the_level_cameras_vertical_over_half_a_circle_of_steep_views():
+    """A phone walked half around an object, looking down on it from 60 degrees: the mean of the cameras' up
+    directions leans toward the object, the direction every camera's x axis is level with is +z."""
+    azimuth = np.radians(np.linspace(190, 350, 12))
+    tilt = np.radians(60.0)
+    centers = 3 * np.stack([np.cos(tilt) * np.cos(azimuth), np.cos(tilt) * np.sin(azimuth), np.full(12, np.sin(tilt))], -1)
+    cameras = scene_of(np.stack([look_at(c) for c in centers])).cameras
+    mean = -cameras.c2w[:, :, 1].mean(0)
+    assert np.degrees(np.arccos(mean[2] / np.linalg.norm(mean))) > 40
+    assert np.allclose(cameras.up, [0, 0, 1], atol=1e-9)
+
+
+def test_up_of_a_sweep_whose_x_axes_are_parallel_is_its_mean_up_even_rolled():
+    """A forward sweep's x axes leave up free about them: up is then the cameras' own up, rolled with them."""
+    c2w = grid(np.tile([0.0, 0.0, 0.0], (12, 1)) + grid_centers() * [1, 0, 1])  # parallel: each looks straight ahead
+    roll = np.radians(10.0)
+    turn = np.array([[np.cos(roll), -np.sin(roll), 0], [np.sin(roll), np.cos(roll), 0], [0, 0, 1]])  # about z (forward)
+    c2w[:, :, :3] = c2w[:, :, :3] @ turn
+    cameras = scene_of(c2w).cameras
+    rolled_up = -c2w[0, :, 1]
+    assert np.degrees(np.arccos(rolled_up[2])) == pytest.approx(10.0)
+    assert np.allclose(cameras.up, rolled_up, atol=1e-9)
+
+
 @pytest.mark.parametrize("name, fmt", [("unbounded", "colmap"), ("unbounded", "nerfstudio"), ("forward", "llff"),
                                        ("forward", "colmap")])
 def test_toy_captures_are_detected_as_what_they_stand_for(tmp_path, name, fmt):

@@ -12,6 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+LEVEL_SPREAD = 0.01  # `Cameras.up`: the cameras' x axes span a plane when their mean squared component along its
+#                      second axis is at least this (a turn of about 6 degrees about up)
+
 
 @dataclass
 class Cameras:
@@ -56,11 +59,20 @@ class Cameras:
 
     @property
     def up(self) -> np.ndarray:
-        """(3,) unit vector: the mean of the cameras' up directions (OpenCV: up is -y of each camera), +z when they
-        cancel out."""
-        up = -self.c2w[:, :, 1].mean(axis=0)
-        norm = np.linalg.norm(up)
-        return up / norm if norm > 1e-8 else np.array([0.0, 0.0, 1.0])
+        """(3,) unit vector: the world's up as the cameras show it. People hold a camera level (its x axis
+        horizontal) however far they tilt it down, so where the cameras' x axes span a plane (they turn about up by
+        more than LEVEL_SPREAD) up is its normal, on the side of the cameras' mean up direction (OpenCV: -y); where
+        they are about parallel (a forward sweep) up is that mean. Over half a circle of steep views the mean alone
+        leans toward the subject. +z when the cameras' up directions cancel out."""
+        mean = -self.c2w[:, :, 1].mean(axis=0)
+        norm = np.linalg.norm(mean)
+        if norm < 1e-8:
+            return np.array([0.0, 0.0, 1.0])
+        right = self.c2w[:, :, 0] / np.linalg.norm(self.c2w[:, :, 0], axis=-1, keepdims=True)
+        spread, axes = np.linalg.eigh(right.T @ right / len(self))
+        if spread[1] < LEVEL_SPREAD:
+            return mean / norm
+        return axes[:, 0] * np.sign(axes[:, 0] @ mean)
 
     def vertical_fov(self) -> np.ndarray:
         """(N,) vertical field of view of each camera, radians (`fov_from_focal`)."""
