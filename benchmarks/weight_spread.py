@@ -8,7 +8,7 @@ import torch
 
 from voxnerf.render.model import Model
 from voxnerf.render.renderer import RenderConfig, march_samples
-from voxnerf.render.volrend import compositing_weights
+from voxnerf.render.volrend import compositing_weights, segment_start_positions
 
 
 @torch.no_grad()
@@ -25,7 +25,8 @@ def weight_spread(model: Model, origins: torch.Tensor, dirs: torch.Tensor, cfg: 
     """
     estimator = model.estimator
     _, samples, _ = march_samples(model, origins, dirs, cfg, None)
-    weights = compositing_weights(model.field.density(samples.lookup) * samples.delta, samples.ray_idx)
+    starts = segment_start_positions(samples.ray_idx, len(origins))
+    weights = compositing_weights(model.field.density(samples.lookup) * samples.delta, starts)
     u = samples.u
     sums = weights.new_zeros(len(origins), 3).index_add_(0, samples.ray_idx, torch.stack([weights, weights * u,
                                                                                          weights * u.square()], -1))

@@ -9,7 +9,8 @@ from test_grid import sphere_model, strategy
 import voxnerf.scenes as vs
 from voxnerf.data.space import ray_box
 from voxnerf.render.renderer import RenderConfig, render_rays, sigma_fn
-from voxnerf.render.volrend import _Composite, composite, distortion, exclusive_segment_cumsum
+from voxnerf.render.volrend import (_Composite, composite, distortion, exclusive_segment_cumsum,
+                                     segment_start_positions)
 
 EXACT = RenderConfig(alpha_min=0.0, transmittance_min=0.0, color_weight_min=0.0)
 
@@ -23,29 +24,31 @@ def rays_at_origin(n: int, seed: int = 0, distance: float = 2.5) -> tuple[torch.
 
 
 def test_exclusive_segment_cumsum_matches_a_loop():
-    ray_idx = torch.tensor([0, 0, 0, 2, 2, 5, 5, 5, 5])
+    ray_idx = torch.tensor([0, 0, 0, 2, 2, 5, 5, 5, 5])  # rays 1, 3, 4 and 6 have no samples
     values = torch.arange(1.0, 10.0)
     expected = []
     for r in ray_idx.unique():
         seg = values[ray_idx == r]
         expected += [float(seg[:i].sum()) for i in range(len(seg))]
-    assert exclusive_segment_cumsum(values, ray_idx).tolist() == expected
+    starts = segment_start_positions(ray_idx, 7)
+    assert starts.tolist() == [0, 0, 0, 3, 3, 5, 5, 5, 5]
+    assert exclusive_segment_cumsum(values, starts).tolist() == expected
 
 
 def test_weights_of_a_uniform_fog_follow_beer_lambert():
     sigma, delta, n = 0.7, 0.05, 40
     out = composite(torch.full((n,), sigma), torch.full((n,), delta), torch.zeros(n, dtype=torch.long),
-                    torch.zeros(0, 3), torch.zeros(0, dtype=torch.long), torch.zeros(n), 1)
+                    torch.zeros(n, dtype=torch.long), torch.zeros(0, 3), torch.zeros(0, dtype=torch.long), torch.zeros(n), 1)
     assert math.isclose(float(out.weights.sum()), 1 - math.exp(-sigma * delta * n), rel_tol=1e-6)
     assert math.isclose(float(out.opacity[0]), 1 - math.exp(-sigma * delta * n), rel_tol=1e-6)
     assert math.isclose(float(out.weights[-1]), math.exp(-sigma * delta * (n - 1)) * (1 - math.exp(-sigma * delta)),
                         rel_tol=1e-6)
 
 
-def composited_by_autograd(sigmas, deltas, ray_idx, rgb, colored, distance, n_rays):
+def composited_by_autograd(sigmas, deltas, ray_idx, starts, rgb, colored, distance, n_rays):
     """`composite`'s sums written as plain tensor operations, differentiated by autograd: the reference."""
     tau = sigmas * deltas
-    transmittance = torch.exp(-exclusive_segment_cumsum(tau, ray_idx))
+    transmittance = torch.exp(-exclusive_segment_cumsum(tau, starts))
     alphas = 1 - torch.exp(-tau)
     weights = transmittance * alphas
     rays = torch.zeros(n_rays, dtype=sigmas.dtype)
@@ -62,9 +65,10 @@ def test_the_written_out_compositing_gradient_is_autograd_s():
     deltas, distance = torch.rand(m, generator=gen, dtype=torch.float64), torch.rand(m, generator=gen, dtype=torch.float64)
     colored = torch.nonzero(torch.rand(m, generator=gen) > 0.3).squeeze(-1)
     rgb = torch.rand(len(colored), 3, generator=gen, dtype=torch.float64, requires_grad=True)
-    args = (deltas, ray_idx, colored, distance, n_rays)
+    starts = segment_start_positions(ray_idx, n_rays)
+    args = (deltas, ray_idx, starts, colored, distance, n_rays)
     ours = _Composite.apply(sigmas, rgb, *args)
-    theirs = composited_by_autograd(sigmas, deltas, ray_idx, rgb, colored, distance, n_rays)
+    theirs = composited_by_autograd(sigmas, deltas, ray_idx, starts, rgb, colored, distance, n_rays)
     for a, b in zip(ours, theirs):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
     for used in ([0, 1, 2, 3, 4], [1], [4, 0]):  # every output, and a few alone (their gradients come as None)
@@ -73,8 +77,8 @@ def test_the_written_out_compositing_gradient_is_autograd_s():
                        for i in used)
 
         ours = torch.autograd.grad(loss(_Composite.apply(sigmas, rgb, *args)), [sigmas, rgb], allow_unused=True)
-        theirs = torch.autograd.grad(loss(composited_by_autograd(sigmas, deltas, ray_idx, rgb, colored, distance,
-                                                                 n_rays)), [sigmas, rgb], allow_unused=True)
+        theirs = torch.autograd.grad(loss(composited_by_autograd(sigmas, deltas, ray_idx, starts, rgb, colored,
+                                                                 distance, n_rays)), [sigmas, rgb], allow_unused=True)
         for a, b in zip(ours, theirs):
             assert (a is None) == (b is None or not b.any())
             if a is not None:
@@ -144,8 +148,8 @@ def test_distortion_loss_matches_the_pairwise_sum_and_prefers_one_stretch():
     brute = sum(
         (w[ray_idx == r][:, None] * w[ray_idx == r][None] * (s[ray_idx == r][:, None] - s[ray_idx == r][None]).abs()).sum()
         for r in range(3)) + (w * w).sum() * 0.1 / 3
-    torch.testing.assert_close(distortion(w, s, 0.1, ray_idx), brute)
-    one_ray = torch.zeros(10, dtype=torch.long)
+    torch.testing.assert_close(distortion(w, s, 0.1, segment_start_positions(ray_idx, 3)), brute)
+    one_ray = torch.zeros(10, dtype=torch.long)  # the starts of one ray's ten samples
     steps = torch.arange(10, dtype=torch.float64) * 0.1
     gathered = torch.zeros(10, dtype=torch.float64).index_fill(0, torch.tensor([4, 5]), 0.45)
     spread = torch.full((10,), 0.09, dtype=torch.float64)  # the same opacity, smeared along the ray

@@ -57,13 +57,12 @@ def pixel_rays(
     Returns:
         origins (R, 3) and unit directions (R, 3) in world coordinates.
     """
-    fx, fy, cx, cy = intrinsics.unbind(-1)
-    xy = torch.stack([(uv[:, 0] - cx) / fx, (uv[:, 1] - cy) / fy], -1)
+    xy = (uv - intrinsics[:, 2:]) / intrinsics[:, :2]
     if distortion is not None:
         xy = undistort(xy, distortion)
-    d_cam = torch.cat([xy, torch.ones_like(xy[:, :1])], -1)
+    d_cam = torch.nn.functional.pad(xy, (0, 1), value=1.0)
     dirs = (c2w[:, :, :3] * d_cam.unsqueeze(1)).sum(-1)
-    return c2w[:, :, 3].expand_as(dirs), torch.nn.functional.normalize(dirs, dim=-1)
+    return c2w[:, :, 3], torch.nn.functional.normalize(dirs, dim=-1)
 
 
 def image_rays(cameras: Cameras, index: int, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:

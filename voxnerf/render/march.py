@@ -28,7 +28,7 @@ import torch
 from voxnerf.data.space import MarchRays
 from voxnerf.fields.base import Lookup
 from voxnerf.fields.bricks import BRICK
-from voxnerf.render.volrend import compositing_weights, exclusive_segment_cumsum
+from voxnerf.render.volrend import compositing_weights, exclusive_segment_cumsum, segment_start_positions
 
 COUNT_BASE = 1 << 32  # two sample counts read from the device as one number: kept * COUNT_BASE + colored
 
@@ -129,21 +129,24 @@ def march(
         delta = space.intervals(u, step, u_far[ray], extra[ray])
         sigma, lookup = sigma_fn(x, cells)
         tau_step = sigma * delta
-        before = tau[ray] + exclusive_segment_cumsum(tau_step, ray)
+        starts = segment_start_positions(ray, n_rays)
+        before = tau[ray] + exclusive_segment_cumsum(tau_step, starts)
         keep = (before < tau_max) & (-torch.expm1(-tau_step) >= alpha_min)
-        rounds.append((keep, tau_step, ray, t, u, delta, *lookup))
+        rounds.append((keep, tau_step, starts, ray, t, u, delta, *lookup))
         tau.index_add_(0, ray, tau_step)
         marching = marching & (tau < tau_max)
     if not rounds:
         sigma, lookup = sigma_fn(torch.zeros(0, 3, device=device), torch.zeros(0, dtype=torch.int64, device=device))
         empty = torch.zeros(0, device=device)
         return Samples(empty.long(), empty, empty, empty, lookup, candidates, empty.long())
-    columns = [torch.cat(c) if len(c) > 1 else c[0] for c in zip(*rounds)]
-    if len(rounds) > 1:  # a round's samples come by ray, then distance; rounds in distance order: a stable sort
-        order = torch.argsort(columns[2], stable=True)
-        columns = [c[order] for c in columns]
-    keep, tau_step, *columns = columns
-    colored = keep & (compositing_weights(tau_step * keep, columns[0]) > color_weight_min)
+    if len(rounds) == 1:
+        keep, tau_step, starts, *columns = rounds[0]
+    else:  # a round's samples come by ray, then distance; rounds in distance order: a stable sort
+        keep, tau_step, _, *columns = [torch.cat(c) for c in zip(*rounds)]
+        order = torch.argsort(columns[0], stable=True)
+        keep, tau_step, *columns = (c[order] for c in (keep, tau_step, *columns))
+        starts = segment_start_positions(columns[0], n_rays)
+    colored = keep & (compositing_weights(tau_step * keep, starts) > color_weight_min)
     n_kept, n_colored = divmod((keep.sum() * COUNT_BASE + colored.sum()).item(), COUNT_BASE)  # the last host sync
     kept = torch.nonzero_static(keep, size=n_kept).squeeze(-1)
     ray_idx, t, u, delta, *lookup = (c[kept] for c in columns)

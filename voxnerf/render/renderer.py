@@ -12,7 +12,7 @@ from torch.utils.checkpoint import checkpoint
 from voxnerf.data.space import MarchRays
 from voxnerf.fields.base import Field, Lookup
 from voxnerf.render.march import Samples
-from voxnerf.render.volrend import composite, distortion
+from voxnerf.render.volrend import composite, distortion, segment_start_positions
 
 if TYPE_CHECKING:
     from voxnerf.render.model import Model
@@ -123,12 +123,13 @@ def render_rays(
     rgb_s = _chunked(lambda rays, *lookup: field.color(lookup, dirs, amp_dtype, rays), cfg.checkpoint_chunk,
                      *color_args)
     distance = space.ray_distance(samples.t, rays, ray_idx)
-    out = composite(sigmas, samples.delta, ray_idx, rgb_s, colored, distance, n)
+    starts = segment_start_positions(ray_idx, n)
+    out = composite(sigmas, samples.delta, ray_idx, starts, rgb_s, colored, distance, n)
     rgb = out.rgb
     if model.color_maps is not None:
         rgb = model.color_maps(rgb, out.opacity, images, view_map)
     rgb = rgb + (1 - out.opacity).unsqueeze(-1) * background
-    dist = (distortion(out.weights, samples.u * space.inner_scale, step * space.inner_scale, ray_idx)
+    dist = (distortion(out.weights, samples.u * space.inner_scale, step * space.inner_scale, starts)
             if with_distortion else torch.zeros((), device=origins.device))
     return RenderResult(rgb, out.opacity, out.depth, out.alpha_sum, dist, len(ray_idx), len(colored),
                         samples.candidates)

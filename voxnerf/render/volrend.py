@@ -11,27 +11,25 @@ from typing import NamedTuple
 import torch
 
 
-def segment_start_positions(ray_idx: torch.Tensor) -> torch.Tensor:
-    """(M,) int64: for each sample, the flat position of the first sample of its ray (`ray_idx` sorted)."""
-    m = len(ray_idx)
-    if m == 0:
-        return ray_idx.new_zeros(0)
-    is_start = torch.ones(m, dtype=torch.bool, device=ray_idx.device)
-    is_start[1:] = ray_idx[1:] != ray_idx[:-1]
-    pos = torch.arange(m, device=ray_idx.device) * is_start
-    return torch.cummax(pos, 0).values
+def segment_start_positions(ray_idx: torch.Tensor, n_rays: int) -> torch.Tensor:
+    """(M,) int64: for each sample, the flat position of the first sample of its ray (`ray_idx` (M,) sorted, in
+    [0, n_rays)): one binary search per ray over the samples, then a gather; no host sync."""
+    first = torch.searchsorted(ray_idx, torch.arange(n_rays, device=ray_idx.device))
+    return first[ray_idx]
 
 
-def exclusive_segment_cumsum(values: torch.Tensor, ray_idx: torch.Tensor) -> torch.Tensor:
+def exclusive_segment_cumsum(values: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:
     """Sum of `values` over the earlier samples of the same ray, accumulated in FP64.
 
     Args:
         values: (M,) per-sample values.
-        ray_idx: (M,) sorted ray index of each sample.
+        starts: (M,) the position of the first sample of each sample's ray (`segment_start_positions`).
     Returns:
         (M,) in the dtype of `values`.
     """
-    return _exclusive_cumsum(values, segment_start_positions(ray_idx))
+    v = values.double()
+    exclusive = torch.cumsum(v, 0) - v
+    return (exclusive - exclusive[starts]).to(values.dtype)
 
 
 class Composited(NamedTuple):
@@ -44,8 +42,8 @@ class Composited(NamedTuple):
     weights: torch.Tensor  # (M,) w_i = T_i * alpha_i
 
 
-def composite(sigmas: torch.Tensor, deltas: torch.Tensor, ray_idx: torch.Tensor, rgb: torch.Tensor,
-              colored: torch.Tensor, distance: torch.Tensor, n_rays: int) -> Composited:
+def composite(sigmas: torch.Tensor, deltas: torch.Tensor, ray_idx: torch.Tensor, starts: torch.Tensor,
+              rgb: torch.Tensor, colored: torch.Tensor, distance: torch.Tensor, n_rays: int) -> Composited:
     """Volume rendering of packed samples in one pass whose backward is written out (`_Composite`): a dozen
     operations each way, where autograd through the weights and the three sums dispatches several dozen.
 
@@ -53,6 +51,7 @@ def composite(sigmas: torch.Tensor, deltas: torch.Tensor, ray_idx: torch.Tensor,
         sigmas: (M,) density at each sample (differentiable).
         deltas: (M,) length of each sample's interval.
         ray_idx: (M,) sorted ray index of each sample.
+        starts: (M,) the position of the first sample of each sample's ray (`segment_start_positions`).
         rgb: (K, 3) color of the samples at positions `colored` (differentiable); the others add no color.
         colored: (K,) int64 positions of the colored samples.
         distance: (M,) distance of each sample along its ray (no gradient).
@@ -60,7 +59,7 @@ def composite(sigmas: torch.Tensor, deltas: torch.Tensor, ray_idx: torch.Tensor,
     Returns:
         Composited, FP32.
     """
-    return Composited(*_Composite.apply(sigmas.float(), rgb.float(), deltas.float(), ray_idx, colored,
+    return Composited(*_Composite.apply(sigmas.float(), rgb.float(), deltas.float(), ray_idx, starts, colored,
                                        distance.float(), n_rays))
 
 
@@ -76,10 +75,9 @@ class _Composite(torch.autograd.Function):
 
     @staticmethod
     @torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32)
-    def forward(ctx, sigmas, rgb, deltas, ray_idx, colored, distance, n_rays):
+    def forward(ctx, sigmas, rgb, deltas, ray_idx, starts, colored, distance, n_rays):
         tau = sigmas * deltas
-        starts = segment_start_positions(ray_idx)
-        transmittance = torch.exp(-_exclusive_cumsum(tau, starts))
+        transmittance = torch.exp(-exclusive_segment_cumsum(tau, starts))
         survival = torch.exp(-tau)  # 1 - alpha
         weights = transmittance * -torch.expm1(-tau)
         per_sample = torch.stack([weights, weights * distance], -1)
@@ -110,14 +108,7 @@ class _Composite(torch.autograd.Function):
         g_tau = transmittance * survival * g - _later_sum(weights * g, ray_idx, starts, ctx.n_rays)
         if g_alpha_sum is not None:
             g_tau = g_tau + survival * g_alpha_sum
-        return g_tau * deltas, g_rgb, None, None, None, None, None
-
-
-def _exclusive_cumsum(values: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:
-    """`exclusive_segment_cumsum` with the segments' start positions (M,) given."""
-    v = values.double()
-    exclusive = torch.cumsum(v, 0) - v
-    return (exclusive - exclusive[starts]).to(values.dtype)
+        return g_tau * deltas, g_rgb, None, None, None, None, None, None
 
 
 def _later_sum(values: torch.Tensor, ray_idx: torch.Tensor, starts: torch.Tensor, n_rays: int) -> torch.Tensor:
@@ -130,13 +121,14 @@ def _later_sum(values: torch.Tensor, ray_idx: torch.Tensor, starts: torch.Tensor
     return (total[ray_idx] - up_to).to(values.dtype)
 
 
-def compositing_weights(tau: torch.Tensor, ray_idx: torch.Tensor) -> torch.Tensor:
-    """(M,) weights w_i = T_i * alpha_i of packed samples from their optical depths tau_i = sigma_i * delta_i (M,),
-    the weights `composite` gives (a sample of tau 0 changes no other sample's weight)."""
-    return torch.exp(-exclusive_segment_cumsum(tau, ray_idx)) * -torch.expm1(-tau)
+def compositing_weights(tau: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:
+    """(M,) weights w_i = T_i * alpha_i of packed samples from their optical depths tau_i = sigma_i * delta_i (M,)
+    and their rays' first positions (M,) (`segment_start_positions`), the weights `composite` gives (a sample of
+    tau 0 changes no other sample's weight)."""
+    return torch.exp(-exclusive_segment_cumsum(tau, starts)) * -torch.expm1(-tau)
 
 
-def distortion(weights: torch.Tensor, s: torch.Tensor, step: float, ray_idx: torch.Tensor) -> torch.Tensor:
+def distortion(weights: torch.Tensor, s: torch.Tensor, step: float, starts: torch.Tensor) -> torch.Tensor:
     """Mip-NeRF 360's distortion loss of packed samples, summed over rays: small when each ray's weight
     gathers in one short stretch (no floaters, no haze spread along the ray).
 
@@ -149,10 +141,10 @@ def distortion(weights: torch.Tensor, s: torch.Tensor, step: float, ray_idx: tor
         weights: (M,) compositing weights.
         s: (M,) sample positions along their rays, increasing within a ray, evenly `step` apart.
         step: the interval length in units of s.
-        ray_idx: (M,) sorted ray index of each sample.
+        starts: (M,) the position of the first sample of each sample's ray (`segment_start_positions`).
     Returns:
         () the loss summed over rays.
     """
-    before_w = exclusive_segment_cumsum(weights, ray_idx)
-    before_ws = exclusive_segment_cumsum(weights * s, ray_idx)
+    before_w = exclusive_segment_cumsum(weights, starts)
+    before_ws = exclusive_segment_cumsum(weights * s, starts)
     return 2 * (weights * (s * before_w - before_ws)).sum() + weights.square().sum() * step / 3
