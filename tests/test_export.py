@@ -42,7 +42,7 @@ from voxnerf.export.iso import auto_iso, silhouette_density
 from voxnerf.export.mesh import (CEILING, clean_mesh, default_samples, drop_hidden, field_mesh, lattice_block,
                                  march_blocks)
 from voxnerf.export.query import LOG_EMPTY
-from voxnerf.export.subject import cut_ground, find_ground, subject_box
+from voxnerf.export.subject import cut_ground, find_ground, in_cylinder, subject_box
 from voxnerf.export.output import write_mesh, y_up_rotation
 from voxnerf.export.photo import field_colors, mesh_depth_maps, photo_colors, weighted_median
 from voxnerf.export.texture import TEXELS_PER_PIXEL, finest_pixel, mesh_colors, texel_density
@@ -837,6 +837,35 @@ def test_a_wall_behind_the_subject_of_half_a_circle_is_not_taken_for_the_ground(
 def test_a_plane_above_the_cameras_focus_is_not_taken_for_the_ground():
     cameras = vs.get_capture("unbounded").cameras(12, 16, seed=0)
     assert find_ground(plane_and_ball(0.5), cameras, voxel=0.05) is None
+
+
+def test_the_subject_box_holds_what_upright_portrait_views_all_frame_above_and_below_their_sphere():
+    """16 level cameras on a ring of radius 3 with portrait images (48 x 96 pixels, focal 50): the sphere every one
+    sees whole has the narrow width's radius (3 * sin(atan(24 / 50)) = 1.30); every camera also frames the points
+    1.6 above and below the focus, which the box holds, and the box's height is more than its width."""
+    azimuth = np.linspace(0, 2 * np.pi, 16, endpoint=False)
+    eyes = 3 * np.stack([np.cos(azimuth), np.sin(azimuth), np.zeros(16)], -1)
+    cameras = Cameras(np.stack([look_at(eye, np.zeros(3), np.array([0.0, 0.0, 1.0])) for eye in eyes]),
+                      np.tile([50.0, 50.0, 24.0, 48.0], (16, 1)), np.tile([48, 96], (16, 1)), np.zeros((16, 4)))
+    box = subject_box(cameras)
+    size = box[1] - box[0]
+    assert box[0, 2] < -1.6 and box[1, 2] > 1.6 and size[2] > 1.5 * size[:2].max(), box
+    assert np.all(size[:2] < 2 * 1.4), "no wider than the ring's views allow"
+
+
+def test_pieces_of_ground_the_cut_leaves_go_and_so_does_what_lies_off_the_subjects_cylinder():
+    """The ground under a ball on the ring's cameras: a flat patch 0.2 above the plane (4 voxels of 0.05: the
+    floor bent under a reflection) goes with it; a second ball 1.5 from the vertical through the focus (the
+    sphere every camera sees whole, the cylinder's radius, is 1.19 here) goes too; the ball at the focus stays."""
+    cameras = vs.get_capture("unbounded").cameras(12, 16, seed=0)  # a ring around the origin, above z = 0, +z up
+    patch = o3d.geometry.TriangleMesh.create_box(0.3, 0.3, 0.01).translate([1.0, 0.0, -0.3])
+    aside = o3d.geometry.TriangleMesh.create_sphere(0.2, 10).translate([1.5, 0.0, 0.0])
+    mesh = in_cylinder(plane_and_ball(-0.5) + patch + aside, cameras)
+    ground = find_ground(mesh, cameras, voxel=0.05)
+    assert ground is not None and np.allclose(ground, [0, 0, 1, 0.5], atol=1e-3)
+    points = np.asarray(cut_ground(mesh, ground, voxel=0.05).vertices)
+    assert len(points) == len(o3d.geometry.TriangleMesh.create_sphere(0.3, 20).vertices)
+    assert np.allclose(np.linalg.norm(points, axis=1), 0.3)
 
 
 def test_a_plain_mesh_export_of_an_unbounded_run_is_its_subject_not_the_room(tmp_path):

@@ -40,7 +40,8 @@ from voxnerf.export.output import (MESH_FORMATS, POINTCLOUD_FORMATS, TEXTURED_FO
                                    write_mesh, write_pointcloud)
 from voxnerf.export.photo import check_colors, color_mesh
 from voxnerf.export.pointcloud import surface_points
-from voxnerf.export.subject import SUBJECT_VIEWS, cut_ground, find_ground, render_scale, subject_box
+from voxnerf.export.subject import (SUBJECT_VIEWS, cut_ground, find_ground, in_cylinder, render_scale,
+                                    subject_box)
 from voxnerf.export.texture import TEXTURE_SIZE, check_texture, textured_mesh
 from voxnerf.export.tsdf import fuse
 from voxnerf.run.load import Run
@@ -110,6 +111,8 @@ def export_mesh(run: Run, out: str | Path, method: str | None = None, samples: i
         scale = render_scale(cameras, voxel) if subject else 1.0
         mesh = crop(fuse(run, voxel, views=views, scale=scale, box=box if scene_run else None, progress=progress),
                     box)
+        if subject:
+            mesh = in_cylinder(mesh, cameras)
         ground = find_ground(mesh, cameras, voxel) if subject else None
         if ground is not None:
             mesh = cut_ground(mesh, ground, voxel)

@@ -4,10 +4,14 @@ The alternative to the density iso-surface for real scenes, where density is noi
 open3d wants z-depth in the camera frame and world-to-camera extrinsics in the OpenCV convention; our cameras
 are OpenCV already, and the median depth of a surface pixel (distance along the unit ray, see `depth`) becomes
 z-depth by the ray's cosine with the optical axis. open3d's pinhole model puts pixel centers at integers, ours at
-+0.5: the principal point is shifted by half a pixel. Lens distortion is ignored (fusion of distorted views is approximate).
++0.5: the principal point is shifted by half a pixel. The views are rendered as ideal pinholes (the training
+cameras without their lens distortion): open3d's model has none, and a distorted view's depth fused as a pinhole's
+bends planes (a floor filmed with a phone's k1 of 0.035 bent several voxels toward its views' edges).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import open3d as o3d
@@ -55,7 +59,8 @@ def fuse(run: Run, voxel: float, far: float | None = None, min_views: float = MI
         box: (2, 3) world box: only pixels whose surface lies in it (or within the truncation of it) are fused.
         progress: show a bar over the views.
     """
-    cameras = run.training_cameras().scaled(scale)
+    scaled = run.training_cameras().scaled(scale)
+    cameras = dataclasses.replace(scaled, distortion=np.zeros_like(scaled.distortion))  # ideal pinholes
     device = o3c.Device("CPU:0")
     grid = o3d.t.geometry.VoxelBlockGrid(
         attr_names=("tsdf", "weight", "color"), attr_dtypes=(o3c.float32, o3c.float32, o3c.float32),
