@@ -19,7 +19,7 @@ import open3d as o3d
 from voxnerf.data.bounds import bounds_from_cameras
 from voxnerf.data.cameras import Cameras
 from voxnerf.data.footprint import focus_pixel
-from voxnerf.data.rays import project
+from voxnerf.data.rays import pixels_seen
 
 SUBJECT_VIEWS = 24  # training views rendered (spread over the cameras) for a scene run's TSDF
 PIXELS_PER_VOXEL = 2.0  # views are rendered downscaled until a TSDF voxel at the focus spans this many pixels
@@ -41,9 +41,8 @@ def subject_cylinder(cameras: Cameras) -> tuple[np.ndarray, float, np.ndarray]:
     return sphere.mean(0), 0.5 * float(sphere[1, 0] - sphere[0, 0]), cameras.up
 
 
-def off_axis(points: np.ndarray, cameras: Cameras) -> np.ndarray:
-    """(N,) distances of world points (N, 3) from the axis of the `subject_cylinder`."""
-    focus, _, up = subject_cylinder(cameras)
+def off_axis(points: np.ndarray, focus: np.ndarray, up: np.ndarray) -> np.ndarray:
+    """(N,) distances of world points (N, 3) from the line through `focus` (3,) along the unit `up` (3,)."""
     offset = points - focus
     return np.linalg.norm(offset - np.outer(offset @ up, up), axis=1)
 
@@ -52,14 +51,13 @@ def subject_box(cameras: Cameras) -> np.ndarray:
     """(2, 3) world box of what every camera frames of the `subject_cylinder`: the points of a lattice
     (FRAMED_LATTICE a side, FRAMED_REACH radii from the focus) in the cylinder that project inside every image, in
     front of the camera, with the sphere's own box."""
-    focus, radius, _ = subject_cylinder(cameras)
+    focus, radius, up = subject_cylinder(cameras)
     axis = np.linspace(-1.0, 1.0, FRAMED_LATTICE) * FRAMED_REACH * radius
     points = focus + np.stack(np.meshgrid(axis, axis, axis, indexing="ij"), -1).reshape(-1, 3)
-    points = points[off_axis(points, cameras) <= radius]
+    points = points[off_axis(points, focus, up) <= radius]
     framed = np.ones(len(points), bool)
     for i in range(len(cameras)):
-        uv, _, in_front = project(cameras, i, points)
-        framed &= in_front & (uv >= 0).all(1) & (uv < cameras.sizes[i]).all(1)
+        framed &= pixels_seen(cameras, i, points, tuple(cameras.sizes[i][::-1]))[1]
     inside = np.concatenate([points[framed], [focus - radius, focus + radius]])
     return np.stack([inside.min(0), inside.max(0)])
 
@@ -67,7 +65,8 @@ def subject_box(cameras: Cameras) -> np.ndarray:
 def in_cylinder(mesh: o3d.geometry.TriangleMesh, cameras: Cameras) -> o3d.geometry.TriangleMesh:
     """Remove the vertices of `mesh` outside the `subject_cylinder` (its box's corners hold the room and the
     ground's far edges). Modifies and returns `mesh`."""
-    mesh.remove_vertices_by_mask(off_axis(np.asarray(mesh.vertices), cameras) > subject_cylinder(cameras)[1])
+    focus, radius, up = subject_cylinder(cameras)
+    mesh.remove_vertices_by_mask(off_axis(np.asarray(mesh.vertices), focus, up) > radius)
     return mesh
 
 

@@ -132,17 +132,17 @@ def march(
         starts = segment_start_positions(ray, n_rays)
         before = tau[ray] + exclusive_segment_cumsum(tau_step, starts)
         keep = (before < tau_max) & (-torch.expm1(-tau_step) >= alpha_min)
-        rounds.append((keep, tau_step, starts, ray, t, u, delta, *lookup))
+        rounds.append((keep, tau_step, ray, t, u, delta, *lookup))
         tau.index_add_(0, ray, tau_step)
         marching = marching & (tau < tau_max)
     if not rounds:
         sigma, lookup = sigma_fn(torch.zeros(0, 3, device=device), torch.zeros(0, dtype=torch.int64, device=device))
         empty = torch.zeros(0, device=device)
         return Samples(empty.long(), empty, empty, empty, lookup, candidates, empty.long())
-    if len(rounds) == 1:
-        keep, tau_step, starts, *columns = rounds[0]
+    if len(rounds) == 1:  # `starts` are the round's own
+        keep, tau_step, *columns = rounds[0]
     else:  # a round's samples come by ray, then distance; rounds in distance order: a stable sort
-        keep, tau_step, _, *columns = [torch.cat(c) for c in zip(*rounds)]
+        keep, tau_step, *columns = [torch.cat(c) for c in zip(*rounds)]
         order = torch.argsort(columns[0], stable=True)
         keep, tau_step, *columns = (c[order] for c in (keep, tau_step, *columns))
         starts = segment_start_positions(columns[0], n_rays)
