@@ -15,7 +15,7 @@ from voxnerf.data import load_scene
 from voxnerf.errors import VoxnerfError
 from voxnerf.export import export_mesh
 from voxnerf.fields import FIELDS
-from voxnerf.fields.decoder import SIZES_PER_OCTAVE, ColorDecoder, GridFieldConfig, bucketed_rows
+from voxnerf.fields.decoder import SIZES_PER_OCTAVE, ColorDecoder, GridFieldConfig, ReluMLP, bucketed_rows
 from voxnerf.fields.dense import DenseGridConfig, DenseGridField
 from voxnerf.ranges import Range
 from voxnerf.run.config import load_config
@@ -104,13 +104,47 @@ def test_a_dense_grid_field_exports_a_mesh_of_the_sphere(dense_run, tmp_path):
     assert float(distance.median()) < 2 * 2.0 / 32 / run.scale, "the mesh should lie on the sphere"
 
 
+def relu_mlp(dims: list[int]) -> ReluMLP:
+    layers = []
+    for a, b in zip(dims[:-1], dims[1:]):
+        layers += [torch.nn.Linear(a, b), torch.nn.ReLU(inplace=True)]
+    return ReluMLP(*layers[:-1])
+
+
+def test_the_color_mlps_written_out_backward_is_autograds():
+    """Its gradients pass gradcheck in float64, and in bf16 they are the bits autograd gives through autocast."""
+    torch.manual_seed(0)
+    mlp = relu_mlp([7, 16, 16, 3]).double()
+    names = [name for name, _ in mlp.named_parameters()]
+    params = [p.detach().requires_grad_() for p in mlp.parameters()]
+    x = torch.randn(20, 7, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x, *p: torch.func.functional_call(mlp, dict(zip(names, p)), (x,)),
+                                    (x, *params))
+
+    mlp = relu_mlp([7, 64, 64, 3])
+    torch.nn.init.normal_(mlp[-1].weight)  # a last layer that passes gradients on
+    autocast_reference = torch.nn.Sequential(*mlp)  # the same parameters, autograd's backward through autocast
+    x, pull = torch.randn(40_000, 7, requires_grad=True), torch.randn(40_000, 3)  # a training step's rows
+    grads = []
+    for autocast in (False, True):
+        x.grad = None
+        mlp.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            y = autocast_reference(x) if autocast else mlp(x, torch.bfloat16)
+        (y.float() * pull).sum().backward()
+        grads.append([y.detach(), x.grad, *(p.grad for p in mlp.parameters())])
+    assert grads[0][0].dtype == torch.bfloat16 and grads[0][1].dtype == torch.float32
+    for ours, autograds in zip(*grads):
+        assert torch.equal(ours, autograds)
+
+
 def test_the_color_mlp_under_autocast_sees_few_row_counts_and_padding_changes_no_color():
     """oneDNN caches a primitive per matmul shape (bf16 on a CPU): the decoder pads its rows to a few sizes per
     octave, and the padded rows change none of the real rows' colors."""
     decoder = ColorDecoder.seeded(GridFieldConfig(), seed=0)
     torch.nn.init.normal_(decoder.mlp[-1].weight, std=0.5)  # a non-trivial last layer (it starts at zero)
     seen = set()
-    decoder.mlp[0].register_forward_hook(lambda module, inputs, output: seen.add(len(inputs[0])))
+    decoder.mlp.register_forward_hook(lambda module, inputs, output: seen.add(len(inputs[0])))
     features, dirs = torch.randn(4096, 12), F.normalize(torch.randn(4096, 3), dim=-1)
     whole = decoder(features, dirs, torch.bfloat16)
     counts = range(2048, 4097, 7)  # one octave

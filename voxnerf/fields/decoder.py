@@ -4,7 +4,6 @@ density activation."""
 from __future__ import annotations
 
 import math
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -50,6 +49,53 @@ class GridFieldConfig:
     }
 
 
+class ReluMLP(nn.Sequential):
+    """Linear layers with a ReLU between each two, run as one autograd Function (`_ReluLayers`) in a given dtype.
+
+    Its parameters are those of the nn.Sequential it extends (Linear, ReLU, ..., Linear: the checkpoint's names).
+    """
+
+    def forward(self, x: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """x (N, D) -> (N, out) in `dtype` (default x's): inputs and weights cast to it, as autocast would."""
+        params = [p for layer in self if isinstance(layer, nn.Linear) for p in (layer.weight, layer.bias)]
+        return _ReluLayers.apply(x, dtype or x.dtype, *params)
+
+
+class _ReluLayers(torch.autograd.Function):
+    """y = L_k(relu(... relu(L_1(x)))) for Linear layers L_i = (weight, bias), in one dtype, with the backward
+    written out: autograd through autocast's casts and each layer's transposes dispatches about twice the
+    operations of the matrix products themselves. The products are autograd's own (the same bits)."""
+
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cuda")
+    def forward(ctx, x, dtype, *params):
+        weights = [p.to(dtype) for p in params]  # weight, bias of each layer
+        inputs = [x.to(dtype)]  # each layer's input
+        for i in range(0, len(weights), 2):
+            y = torch.addmm(weights[i + 1], inputs[-1], weights[i].t())
+            if i + 2 < len(weights):
+                inputs.append(y.relu_())
+        ctx.save_for_backward(*inputs, *weights[::2])
+        ctx.input_dtype, ctx.param_dtypes = x.dtype, [p.dtype for p in params]
+        return y
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type="cuda")
+    def backward(ctx, grad):
+        saved = ctx.saved_tensors
+        inputs, weights = saved[:len(saved) // 2], saved[len(saved) // 2:]
+        g = grad.to(inputs[0].dtype)
+        grads = []
+        for layer in reversed(range(len(weights))):
+            grads[:0] = [g.t().mm(inputs[layer]), g.sum(0)]
+            if layer or ctx.needs_input_grad[0]:
+                g = g.mm(weights[layer])
+            if layer:
+                g = torch.ops.aten.threshold_backward(g, inputs[layer], 0)
+        grad_x = g.to(ctx.input_dtype) if ctx.needs_input_grad[0] else None
+        return grad_x, None, *(d.to(dtype) for d, dtype in zip(grads, ctx.param_dtypes))
+
+
 class ColorDecoder(nn.Module):
     """features + SH(view dir) -> RGB in [0, 1]; the first 3 feature channels are a diffuse base color logit."""
 
@@ -60,7 +106,7 @@ class ColorDecoder(nn.Module):
         blocks = []
         for a, b in zip(dims[:-1], dims[1:]):
             blocks += [nn.Linear(a, b), nn.ReLU(inplace=True)]
-        self.mlp = nn.Sequential(*blocks, nn.Linear(dims[-1], 3))
+        self.mlp = ReluMLP(*blocks, nn.Linear(dims[-1], 3))
         nn.init.zeros_(self.mlp[-1].weight)
         nn.init.zeros_(self.mlp[-1].bias)
 
@@ -76,20 +122,18 @@ class ColorDecoder(nn.Module):
         """features (N, C) and unit dirs (N, 3), or dirs (R, 3) of rays with `rays` (N,) naming each point's ray ->
         rgb (N, 3) float32.
 
-        Only the MLP runs under autocast (`amp_dtype`): features are gathered in FP32 by the caller, so a feature
-        table is never cast (a (V, C) copy per call) and features keep full precision; so is the view encoding.
+        Only the MLP runs in `amp_dtype` (autocast's dtype): features are gathered in FP32 by the caller, so a
+        feature table is never cast (a (V, C) copy per call) and features keep full precision; so is the view
+        encoding.
         """
         view = sh_encode(dirs, self.sh_degree).to(features.dtype)
         if rays is not None:
             view = take_rows(view, rays)
-        autocast = torch.autocast(features.device.type, dtype=amp_dtype) if amp_dtype else nullcontext()
-        with autocast:
-            h = torch.cat([features, view], -1)
-            n = len(h)
-            if amp_dtype is not None:
-                h = F.pad(h, (0, 0, 0, bucketed_rows(n) - n))
-            logits = features[:, :3].float() + self.mlp(h)[:n].float()
-        return torch.sigmoid(logits)
+        h = torch.cat([features, view], -1)
+        n = len(h)
+        if amp_dtype is not None:
+            h = F.pad(h, (0, 0, 0, bucketed_rows(n) - n))
+        return torch.sigmoid(features[:, :3] + self.mlp(h, amp_dtype)[:n].float())
 
 
 class DensityActivation:
