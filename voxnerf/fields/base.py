@@ -61,7 +61,7 @@ class Field(nn.Module):
               rays: torch.Tensor | None = None) -> torch.Tensor:
         """rgb (N, 3) in [0, 1], float32, at looked-up points seen along unit directions: dirs (N, 3), one per
         point, or with `rays` (N,) int64 naming each point's ray, dirs (R, 3) of the rays (the view encoding is then
-        made once per ray). The decoder runs under autocast with `amp_dtype` when given."""
+        made once per ray). The decoder runs its MLP in `amp_dtype` (autocast's dtype) when given."""
         raise NotImplementedError
 
     def density_at(self, g: torch.Tensor) -> torch.Tensor:

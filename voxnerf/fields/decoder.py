@@ -15,7 +15,7 @@ from voxnerf.fields.interpolate import take_rows
 from voxnerf.fields.sh import MAX_DEGREE, sh_encode
 from voxnerf.ranges import NON_NEGATIVE, OPEN_FRACTION, POSITIVE, Range
 
-SIZES_PER_OCTAVE = 8  # row counts the MLP runs on under autocast: at most 12.5% padding
+SIZES_PER_OCTAVE = 8  # row counts the MLP runs on in bf16 or fp16: at most 12.5% padding
 
 
 def bucketed_rows(n: int) -> int:
