@@ -15,7 +15,7 @@ from voxnerf.data import load_scene
 from voxnerf.errors import VoxnerfError
 from voxnerf.export import export_mesh
 from voxnerf.fields import FIELDS
-from voxnerf.fields.decoder import SIZES_PER_OCTAVE, ColorDecoder, GridFieldConfig, ReluMLP, bucketed_rows
+from voxnerf.fields.decoder import SIZES_PER_OCTAVE, ColorDecoder, GridFieldConfig, bucketed_rows
 from voxnerf.fields.dense import DenseGridConfig, DenseGridField
 from voxnerf.ranges import Range
 from voxnerf.run.config import load_config
@@ -104,25 +104,19 @@ def test_a_dense_grid_field_exports_a_mesh_of_the_sphere(dense_run, tmp_path):
     assert float(distance.median()) < 2 * 2.0 / 32 / run.scale, "the mesh should lie on the sphere"
 
 
-def relu_mlp(dims: list[int]) -> ReluMLP:
-    layers = []
-    for a, b in zip(dims[:-1], dims[1:]):
-        layers += [torch.nn.Linear(a, b), torch.nn.ReLU(inplace=True)]
-    return ReluMLP(*layers[:-1])
-
-
 def test_the_color_mlps_written_out_backward_is_autograds():
     """Its gradients pass gradcheck in float64, and in bf16 they are the bits autograd gives through autocast."""
     torch.manual_seed(0)
-    mlp = relu_mlp([7, 16, 16, 3]).double()
+    mlp = ColorDecoder(6, 16, 2, sh_degree=0).mlp.double()  # 6 features + 1 SH band 0 -> 16 -> 16 -> 3
+    torch.nn.init.normal_(mlp[-1].weight)  # a last layer that passes gradients on (it starts at zero)
     names = [name for name, _ in mlp.named_parameters()]
     params = [p.detach().requires_grad_() for p in mlp.parameters()]
     x = torch.randn(20, 7, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda x, *p: torch.func.functional_call(mlp, dict(zip(names, p)), (x,)),
                                     (x, *params))
 
-    mlp = relu_mlp([7, 64, 64, 3])
-    torch.nn.init.normal_(mlp[-1].weight)  # a last layer that passes gradients on
+    mlp = ColorDecoder(6, 64, 2, sh_degree=0).mlp
+    torch.nn.init.normal_(mlp[-1].weight)
     autocast_reference = torch.nn.Sequential(*mlp)  # the same parameters, autograd's backward through autocast
     x, pull = torch.randn(40_000, 7, requires_grad=True), torch.randn(40_000, 3)  # a training step's rows
     grads = []
