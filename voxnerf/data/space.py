@@ -151,8 +151,10 @@ class Space:
         """(..., 3) grid coordinates of the points at distances t (...) along march rays (..., 3)."""
         return origins + t.unsqueeze(-1) * dirs
 
-    def intervals(self, u: torch.Tensor, step: float, u_far: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
-        """(N,) length along the ray of the steps [u - step/2, u + step/2] (u (N,), their rays' u_far (N,))."""
+    def intervals(self, u: torch.Tensor, step: float, ray: torch.Tensor, u_far: torch.Tensor,
+                  extra: torch.Tensor) -> torch.Tensor:
+        """(N,) length along the ray of the steps [u - step/2, u + step/2] (u (N,) on rays `ray` (N,), of the rays'
+        u_far (R,) and extra (R, K))."""
         return torch.full_like(u, step)
 
     def ray_distance(self, t: torch.Tensor, rays: MarchRays, ray_idx: torch.Tensor) -> torch.Tensor:
@@ -235,9 +237,11 @@ class Contract(Space):
     def march_points(self, origins: torch.Tensor, dirs: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         return contract(origins + t.unsqueeze(-1) * dirs, self.inner_scale)
 
-    def intervals(self, u: torch.Tensor, step: float, u_far: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
+    def intervals(self, u: torch.Tensor, step: float, ray: torch.Tensor, u_far: torch.Tensor,
+                  extra: torch.Tensor) -> torch.Tensor:
         """Exact even where the disparity-like spacing stretches one step over a long stretch of the ray; a ray's
         last sample covers the rest of it, to u_far."""
+        u_far, extra = u_far[ray], extra[ray]
         upper = torch.where(u + step >= u_far, u_far, u + 0.5 * step)
         return self.march_distance(upper, extra) - self.march_distance((u - 0.5 * step).clamp_min(0), extra)
 

@@ -109,11 +109,10 @@ class BrickIndex:
         """
         p = self.vertex_coords(x)
         c = p.floor().clamp(0, self.resolution - 1)
-        cells = c.long()
         if cell_rows is not None:
             rows = take_rows(self.cell_corner_rows(), cell_rows).long()
         else:
-            rows = self.corner_slots(cells) if x.is_cuda else self._corner_slots_by_table(cells)
+            rows = self.corner_slots(c.long()) if x.is_cuda else self._corner_slots_by_table(c.long())
         valid = rows >= 0
         return rows.masked_fill_(~valid, 0), trilinear_weights(p - c) * valid
 

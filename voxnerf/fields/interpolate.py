@@ -43,6 +43,8 @@ class _WeightedRowSum(torch.autograd.Function):
 def take_rows(table: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     """`table[rows]` for a table (V, ...) and int64 rows of any shape S: (*S, ...). `index_select` on the flat rows:
     on a CPU, 25x faster than an index with a 2-D `rows` of a (V, 16) table."""
+    if rows.dim() == 1:
+        return table.index_select(0, rows)
     return table.index_select(0, rows.reshape(-1)).reshape(*rows.shape, *table.shape[1:])
 
 

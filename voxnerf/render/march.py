@@ -47,7 +47,8 @@ class Samples:
         u: (M,) its march parameter (samples are evenly spaced in u, `step` apart).
         delta: (M,) length of the interval each sample stands for (same units as t).
         lookup: the field's Lookup of each sample point (tensors (M, ...)), reused for density and color.
-        candidates: () number of fine sample positions the rays crossed (before any skipping), on the device.
+        candidates: () -> () number of fine sample positions the rays crossed (before any skipping), on the
+            device: computed when called (a training step's statistic, read on logging steps only).
         colored: (K,) int64 positions of the samples whose compositing weight exceeds the march's
             `color_weight_min`, increasing.
     """
@@ -57,15 +58,8 @@ class Samples:
     u: torch.Tensor
     delta: torch.Tensor
     lookup: Lookup
-    candidates: torch.Tensor
+    candidates: Callable[[], torch.Tensor]
     colored: torch.Tensor
-
-
-def _per_fine_step(values: torch.Tensor, substeps: int) -> torch.Tensor:
-    """Values (C, ...) of C coarse steps, repeated for each step's `substeps` fine steps: (C * substeps, ...). Per-ray
-    values are gathered per coarse step and repeated: a gather per fine step cost several times more."""
-    rest = values.shape[1:]
-    return values.unsqueeze(1).expand(-1, substeps, *rest).reshape(len(values) * substeps, *rest)
 
 
 @torch.no_grad()
@@ -102,12 +96,15 @@ def march(
     u_near, u_far = space.march_span(rays, occupancy.bbox[0], occupancy.bbox[1])
     span = (u_far - u_near).clamp_min(0)
     n_coarse = int((span / coarse).ceil().amax().item()) if n_rays else 0  # host sync: how many rounds
-    candidates = (span / step).ceil().sum()
+
+    def candidates() -> torch.Tensor:
+        return (span / step).ceil().sum()
+
     tau_max = -math.log(transmittance_min) if transmittance_min > 0 else math.inf
     tau = torch.zeros(n_rays, device=device)
     marching = u_far > u_near  # (R,) rays not yet past their end nor opaque
     fine = torch.arange(substeps, device=device)
-    # what a fine step needs of its ray, gathered and repeated in one piece: origin, direction, u_far, offset, extra
+    # what a coarse step's fine steps need of its ray, gathered in one piece: origin, direction, u_far, offset, extra
     per_ray = torch.cat([origins, dirs, u_far[:, None], offsets[:, None], extra], 1)  # (R, 8 + K)
     rounds: list[tuple] = []
     for start in range(0, n_coarse, chunk):
@@ -117,16 +114,15 @@ def march(
         in_brick = occupancy.in_occupied_brick(x_c.view(-1, 3)).view(u_c.shape)
         live = marching[:, None] & (u_c < u_far[:, None]) & in_brick
         ray_c, j_c = torch.nonzero(live, as_tuple=True)  # host sync 1 of the round
-        ray = _per_fine_step(ray_c, substeps)
-        of_ray = _per_fine_step(per_ray[ray_c], substeps)
-        u = _per_fine_step(u_c[ray_c, j_c], substeps) + (fine.repeat(len(ray_c)) + of_ray[:, 7]) * step
-        t = space.march_distance(u, of_ray[:, 8:])
-        x = space.march_points(of_ray[:, :3], of_ray[:, 3:6], t)
-        ends = of_ray[:, 6]
+        # the fine steps of the C live coarse steps as (C, substeps) broadcasts of their coarse step's values
+        of_ray = per_ray[ray_c].unsqueeze(1)  # (C, 1, 8 + K)
+        u = u_c[ray_c, j_c].unsqueeze(1) + (fine + of_ray[..., 7]) * step  # (C, substeps)
+        t = space.march_distance(u, of_ray[..., 8:])
+        x = space.march_points(of_ray[..., :3], of_ray[..., 3:6], t).view(-1, 3)
         cells = occupancy.cell_rows(x)
-        inside = torch.nonzero((u < ends) & occupancy.occupied_rows(cells)).squeeze(-1)  # host sync 2
-        ray, u, t, x, cells = ray[inside], u[inside], t[inside], x[inside], cells[inside]
-        delta = space.intervals(u, step, u_far[ray], extra[ray])
+        inside = torch.nonzero((u < of_ray[..., 6]).view(-1) & occupancy.occupied_rows(cells)).squeeze(-1)  # sync 2
+        ray, u, t, x, cells = ray_c[inside // substeps], u.view(-1)[inside], t.view(-1)[inside], x[inside], cells[inside]
+        delta = space.intervals(u, step, ray, u_far, extra)
         sigma, lookup = sigma_fn(x, cells)
         tau_step = sigma * delta
         starts = segment_start_positions(ray, n_rays)

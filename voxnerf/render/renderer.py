@@ -4,7 +4,7 @@ weights and color from the field."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import torch
 from torch.utils.checkpoint import checkpoint
@@ -39,10 +39,10 @@ class RenderResult:
     opacity: torch.Tensor  # (R,) accumulated weight
     depth: torch.Tensor  # (R,) sum of weight * distance along the ray (unit-box units): divide by opacity
     sample_alpha_sum: torch.Tensor  # () sum of the samples' opacities (for sparsity regularization)
-    distortion: torch.Tensor  # () distortion loss summed over rays, in grid units of the march (0 unless asked)
+    distortion: torch.Tensor | None  # () distortion loss summed over rays, in grid units of the march (if asked)
     num_samples: int  # samples whose density was evaluated with gradients
     num_color_samples: int  # samples whose color was evaluated
-    num_candidates: torch.Tensor  # () fine positions the rays crossed inside the occupied box (on the device)
+    num_candidates: Callable[[], torch.Tensor]  # -> () fine positions the rays crossed in the occupied box
 
 
 def _chunked(fn, chunk: int, *args: torch.Tensor) -> torch.Tensor:
@@ -130,6 +130,6 @@ def render_rays(
         rgb = model.color_maps(rgb, out.opacity, images, view_map)
     rgb = rgb + (1 - out.opacity).unsqueeze(-1) * background
     dist = (distortion(out.weights, samples.u * space.inner_scale, step * space.inner_scale, starts)
-            if with_distortion else torch.zeros((), device=origins.device))
+            if with_distortion else None)
     return RenderResult(rgb, out.opacity, out.depth, out.alpha_sum, dist, len(ray_idx), len(colored),
                         samples.candidates)

@@ -28,6 +28,7 @@ from voxnerf.system.threads import thread_policy
 from voxnerf.system.tuning import tune_process
 from voxnerf.train.distributed import PeerLost, World
 from voxnerf.train.interrupt import StopRequest
+from voxnerf.train.losses import opacity_loss
 from voxnerf.system.progress import progress_bar
 from voxnerf.train.ray_sampler import RaySampler
 from voxnerf.train.strategy import TopologyStrategy, occupancy_for_ranks
@@ -185,7 +186,7 @@ class Trainer:
                                  with_distortion=self.cfg.optim.distortion_weight > 0, images=batch["image"],
                                  near=batch["near"])
             mse = torch.nn.functional.mse_loss(result.rgb, batch["target"])
-            loss = mse + self._regularization(result, batch["alpha"])
+            loss = sum(self._regularization(result, batch["alpha"]), mse)
             self.scaler.scale(loss).backward()
         clock = self.own_time + time.perf_counter() - start if self.world.is_main else 0.0
         num_samples, self.elapsed, stops = self.world.all_reduce_gradients(
@@ -209,7 +210,7 @@ class Trainer:
             "rays": n_total,
             "samples_per_ray": samples_per_ray,
             "samples": result.num_samples,
-            "candidates": result.num_candidates,  # this rank's, on the device: read on logging steps only
+            "candidates": result.num_candidates,  # this rank's count, computed on logging steps only
             "color_samples_per_ray": result.num_color_samples / max(len(batch["origins"]), 1),
             "resolution": self.model.estimator.resolution,
             "image_scale": level.image_scale,
@@ -222,25 +223,25 @@ class Trainer:
         row = {k: v for k, v in stats.items() if k not in ("mse", "samples", "candidates")}
         row.update(loss=stats["loss"].item(), loss_scale=self.scaler.get_scale(),
                    psnr=mse_to_psnr(stats["mse"].item()),
-                   skipped=1.0 - stats["samples"] / max(stats["candidates"].item(), 1),
+                   skipped=1.0 - stats["samples"] / max(stats["candidates"]().item(), 1),
                    occupied=int(self.model.estimator.occupied.sum()),
                    parameters=sum(p.numel() for p in self.model.parameters()))
         return row
 
-    def _regularization(self, result, alpha: torch.Tensor) -> torch.Tensor:
-        """Opacity entropy (rays either hit something or see the background), opacity against the pixels' alpha
-        (n,), sample sparsity, distortion, and the field's own regularizers (e.g. total variation of a grid); a term
-        whose weight is 0 is not computed."""
+    def _regularization(self, result, alpha: torch.Tensor) -> list[torch.Tensor]:
+        """The weighted regularizers in use: opacity entropy (rays either hit something or see the background) and
+        opacity against the pixels' alpha (n,) (one term, `opacity_loss`), sample sparsity, distortion, and the
+        field's own (e.g. total variation of a grid); a term whose weight is 0 is not computed."""
         o = self.cfg.optim
-        a = result.opacity.clamp(1e-5, 1 - 1e-5)
+        n_rays = max(len(alpha), 1)
         terms = [
-            (o.entropy_weight, lambda: (torch.special.entr(a) + torch.special.entr(1 - a)).mean()),
-            (o.alpha_weight, lambda: torch.nn.functional.binary_cross_entropy(a, alpha)),
-            (o.sparsity_weight, lambda: result.sample_alpha_sum / max(len(a), 1)),
-            (o.distortion_weight, lambda: result.distortion / max(len(a), 1)),
+            (o.entropy_weight or o.alpha_weight,
+             lambda: opacity_loss(result.opacity, alpha, o.entropy_weight, o.alpha_weight)),
+            (o.sparsity_weight, lambda: result.sample_alpha_sum * (o.sparsity_weight / n_rays)),
+            (o.distortion_weight, lambda: result.distortion * (o.distortion_weight / n_rays)),
+            (True, lambda: self.model.field.regularization(o, self.generator)),
         ]
-        loss = sum(weight * term() for weight, term in terms if weight)
-        return loss + self.model.field.regularization(o, self.generator)
+        return [value for weight, term in terms if weight and torch.is_tensor(value := term())]
 
     # ---- loop -----------------------------------------------------------------------------------------------
     def train(self) -> dict:
