@@ -5,7 +5,8 @@ count bounds what a step can cost however fast the arithmetic. A TorchDispatchMo
 proxy for CUDA launches; the autograd engine's backward ops included), with the ops that would make the host wait
 on a CUDA device (tests/test_host_sync.py's `forces_sync`). Each op is charged to the phase of the step that
 dispatched it: the phases are the trainer's own calls, wrapped for the count (the outermost phase wins, so the
-march's density queries count as the march):
+march's density queries count as the march). Views (slices, reshapes, detaches: ops that launch no kernel on
+CUDA) are counted among the ops and also on their own, so that ops less views is the count of launches:
 
 - sample: drawing the batch of rays (train.ray_sampler)
 - march: the space's march rays and the estimator's march (empty-space skipping, early termination)
@@ -61,13 +62,22 @@ ROWS = {  # name: (scene, presets, finest resolution)
 }
 
 
+def is_view(func) -> bool:
+    """Whether an op only makes a view of its input (view, slice, expand, detach, ...: every output aliases an
+    input and none is written), or is `_unsafe_view`: no kernel runs for it on a CUDA device."""
+    returns = func._schema.returns
+    return func is torch.ops.aten._unsafe_view.default or bool(returns) and all(
+        r.alias_info is not None and not r.alias_info.is_write for r in returns)
+
+
 class OpCounter(TorchDispatchMode):
-    """Counts dispatched ops and host-syncing ops per phase while active; `phase(name)` names the phase of the
-    code it wraps (an outer phase keeps ops of calls nested in it)."""
+    """Counts dispatched ops, the views among them and host-syncing ops per phase while active; `phase(name)` names
+    the phase of the code it wraps (an outer phase keeps ops of calls nested in it)."""
 
     def __init__(self):
         super().__init__()
         self.ops: Counter[str] = Counter()
+        self.views: Counter[str] = Counter()
         self.syncs: Counter[str] = Counter()
         self.current = "composite + loss"
         self.nested = 0
@@ -75,6 +85,8 @@ class OpCounter(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         self.ops[self.current] += 1
+        if is_view(func):
+            self.views[self.current] += 1
         if forces_sync(func, args, kwargs):
             self.syncs[self.current] += 1
         return func(*args, **kwargs)
@@ -156,17 +168,18 @@ def count_row(name: str, warmup: int, steps: int, tmp: Path) -> dict:
     per_step = {p: counter.ops[p] / steps for p in PHASES}
     return {"row": name, "steps": steps, "samples_per_step": samples / steps,
             "ops": per_step, "ops_total": sum(per_step.values()),
+            "views_total": sum(counter.views.values()) / steps,
             "syncs": {p: counter.syncs[p] / steps for p in PHASES if counter.syncs[p]},
             "syncs_total": sum(counter.syncs.values()) / steps}
 
 
 def table(results: list[dict]) -> str:
-    head = "| row | samples/step | " + " | ".join(PHASES) + " | ops/step | syncs/step |"
-    lines = [head, "|" + "---|" * (len(PHASES) + 4)]
+    head = "| row | samples/step | " + " | ".join(PHASES) + " | ops/step | of which views | syncs/step |"
+    lines = [head, "|" + "---|" * (len(PHASES) + 5)]
     for r in results:
         cells = " | ".join(f"{r['ops'][p]:.0f}" for p in PHASES)
         syncs = ", ".join(f"{p} {v:g}" for p, v in r["syncs"].items())
-        lines.append(f"| {r['row']} | {r['samples_per_step'] / 1000:.1f}k | {cells} | {r['ops_total']:.0f} | "
+        lines.append(f"| {r['row']} | {r['samples_per_step'] / 1000:.1f}k | {cells} | {r['ops_total']:.0f} | {r['views_total']:.0f} | "
                      f"{r['syncs_total']:.2f} ({syncs}) |")
     return "\n".join(lines)
 

@@ -265,24 +265,31 @@ def test_a_grid_keeps_its_gradient_tables_from_step_to_step_and_zeroes_them():
 def test_total_variation_is_zero_for_a_constant_grid_and_pulls_neighbours_together():
     grid = random_grid(16)
     rows = torch.arange(0, len(grid.density), 5)
-    tv_density, tv_features = total_variation(grid, rows)
+    tv_density, tv_features = total_variation(grid, rows, 1.0, 0.0), total_variation(grid, rows, 0.0, 1.0)
     assert tv_density.item() > 0.5 and tv_features.item() > 0.5  # unit-variance noise: E[(a - b)^2] = 2
+    assert total_variation(grid, rows, 2.0, 3.0).item() == pytest.approx(2 * tv_density.item() + 3 * tv_features.item())
     (tv_density + tv_features).backward()
     with torch.no_grad():
         grid.density -= 0.1 * grid.density.grad / grid.density.grad.abs().max()
-    assert total_variation(grid, rows)[0].item() < tv_density.item()
+    assert total_variation(grid, rows, 1.0, 0.0).item() < tv_density.item()
     with torch.no_grad():
         grid.density.fill_(3.0)
         grid.features.fill_(-1.0)
-    assert [t.item() for t in total_variation(grid, rows)] == [0.0, 0.0]
+    assert total_variation(grid, rows).item() == 0.0
 
 
-@pytest.mark.parametrize("shape", [(40, 4), (40, 4, 5)])
-def test_the_written_out_squared_differences_gradient_is_autograd_s(shape):
+@pytest.mark.parametrize("weights", [(0.7, 0.3), (0.0, 0.3), (0.7, 0.0)])
+def test_the_written_out_squared_differences_gradient_is_autograd_s(weights):
     from voxnerf.fields.total_variation import _SquaredDifferences
 
-    x = torch.randn(*shape, dtype=torch.float64, generator=torch.Generator().manual_seed(2), requires_grad=True)
-    ours = _SquaredDifferences.apply(x)
-    theirs = (x[:, :1] - x[:, 1:]).pow(2).sum()
+    g = torch.Generator().manual_seed(2)
+    d = torch.randn(40, 4, dtype=torch.float64, generator=g, requires_grad=True)
+    f = torch.randn(40, 4, 5, dtype=torch.float64, generator=g, requires_grad=True)
+    pairs = torch.tensor(37.0, dtype=torch.float64)
+    ours = _SquaredDifferences.apply(d, f, pairs, *weights)
+    theirs = sum(w * (x[:, :1] - x[:, 1:]).pow(2).sum() for x, w in zip((d, f), weights)) / pairs
     torch.testing.assert_close(ours, theirs)
-    torch.testing.assert_close(torch.autograd.grad(3 * ours, x)[0], torch.autograd.grad(3 * theirs, x)[0])
+    for x, w in zip((d, f), weights):
+        if w:
+            torch.testing.assert_close(torch.autograd.grad(3 * ours, x, retain_graph=True)[0],
+                                       torch.autograd.grad(3 * theirs, x, retain_graph=True)[0])

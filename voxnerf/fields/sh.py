@@ -14,6 +14,7 @@ from __future__ import annotations
 from functools import cache
 
 import torch
+import torch.nn.functional as F
 
 MAX_DEGREE = 4
 C0 = 0.28209479177387814
@@ -49,10 +50,10 @@ def sh_encode(d: torch.Tensor, degree: int) -> torch.Tensor:
         (N, (degree + 1) ** 2) basis values, in the dtype of `d`.
     """
     _check_degree(degree)
-    columns, coefficients = _monomial_basis(degree)
-    powers = torch.cat([torch.ones_like(d).unsqueeze(-1), d.unsqueeze(-1).expand(-1, -1, degree).cumprod(-1)], -1)
-    x, y, z = (powers.flatten(1).index_select(1, c.to(d.device)) for c in columns)  # (N, K) each: x^a, y^b, z^c
-    return (x * y * z) @ coefficients.to(d.device, d.dtype)
+    columns, coefficients = _monomial_basis_on(degree, d.device, d.dtype)
+    powers = F.pad(d.unsqueeze(-1).expand(-1, -1, degree).cumprod(-1), (1, 0), value=1.0)  # (N, 3, degree + 1)
+    x, y, z = powers.flatten(1).index_select(1, columns).view(len(d), 3, -1).unbind(1)  # (N, K): x^a, y^b, z^c
+    return (x * y * z) @ coefficients
 
 
 def sh_formulas(d: torch.Tensor, degree: int) -> torch.Tensor:
@@ -94,3 +95,11 @@ def _monomial_basis(degree: int) -> tuple[tuple[torch.Tensor, ...], torch.Tensor
     coefficients = torch.linalg.lstsq(monomials, sh_formulas(points, degree)).solution
     columns = tuple(exponents[:, axis] + axis * (degree + 1) for axis in range(3))
     return columns, coefficients
+
+
+@cache
+def _monomial_basis_on(degree: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """`_monomial_basis` where `sh_encode` uses it: the three axes' columns as one (3K,) index, and the coefficients
+    (K, (degree + 1) ** 2) in `dtype`, on `device` (made once, not copied there at every call)."""
+    columns, coefficients = _monomial_basis(degree)
+    return torch.cat(columns).to(device), coefficients.to(device, dtype)

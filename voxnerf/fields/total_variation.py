@@ -15,8 +15,10 @@ def tv_rows(grid: SparseVoxelGrid) -> torch.Tensor:
     return torch.cat(reads) if reads else grid.bricks.real_cell_rows()
 
 
-def total_variation(grid: SparseVoxelGrid, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Squared differences between the given vertices of `grid` and their +x, +y, +z neighbours (where allocated).
+def total_variation(grid: SparseVoxelGrid, rows: torch.Tensor, density_weight: float = 1.0,
+                    features_weight: float = 1.0) -> torch.Tensor:
+    """Weighted squared differences between the given vertices of `grid` and their +x, +y, +z neighbours (where
+    allocated): density_weight * their mean for raw density + features_weight * their mean for features.
 
     One gather of each vertex with its three neighbours (a missing neighbour stands in as the vertex itself:
     no difference, and left out of the mean), so the backward scatters four rows a vertex, and the rows are
@@ -25,35 +27,41 @@ def total_variation(grid: SparseVoxelGrid, rows: torch.Tensor) -> tuple[torch.Te
     Args:
         grid: the grid (read through its open row space, if any: `SparseVoxelGrid.gather`).
         rows: (N,) int64 table rows.
+        density_weight, features_weight: >= 0.
     Returns:
-        mean squared difference of raw density () and of features (), over the existing neighbour pairs.
+        () the weighted sum of the two means over the existing neighbour pairs.
     """
     rows = rows.sort().values
     neighbours = grid.bricks.axis_neighbours(rows)
     valid = neighbours >= 0
     stencil = torch.cat([rows.unsqueeze(1), torch.where(valid, neighbours, rows.unsqueeze(1))], 1)  # (N, 4)
     gathered = grid.gather(stencil)
-    pairs = valid.sum().clamp_min(1)
     density, features = gathered["density"], gathered["features"]  # (N, 4), (N, 4, C)
-    tv_density = _SquaredDifferences.apply(density) / pairs
-    tv_features = _SquaredDifferences.apply(features) / (pairs * features.shape[-1])
-    return tv_density, tv_features
+    return _SquaredDifferences.apply(density, features, valid.sum().clamp_min(1), density_weight,
+                                     features_weight / features.shape[-1])
 
 
 class _SquaredDifferences(torch.autograd.Function):
-    """sum over k >= 1 of (x[:, 0] - x[:, k])^2 for rows stacked as x (N, K, ...), with the backward written out:
-    autograd through the slices, the difference and the square dispatches three times the operations."""
+    """(wd * sum_k (d[:, 0] - d[:, k])^2 + wf * sum_k (f[:, 0] - f[:, k])^2) / pairs for rows stacked as d (N, K)
+    and f (N, K, C), k >= 1, with the backward written out: autograd through the slices, the differences, the
+    squares and the weighting dispatches about twice the operations. A table of weight 0 is left out."""
 
     @staticmethod
     @torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32)
-    def forward(ctx, x):
-        differences = x[:, :1] - x[:, 1:]
-        ctx.save_for_backward(differences)
-        return differences.pow(2).sum()
+    def forward(ctx, density, features, pairs, density_weight, features_weight):
+        ctx.weights = (density_weight, features_weight)
+        differences = [x[:, :1] - x[:, 1:] if w else None for x, w in zip((density, features), ctx.weights)]
+        ctx.save_for_backward(pairs, *differences)
+        sums = [d.pow(2).sum() * w for d, w in zip(differences, ctx.weights) if w]
+        return (sums[0] if len(sums) == 1 else sums[0] + sums[1]) / pairs
 
     @staticmethod
     @torch.amp.custom_bwd(device_type="cuda")
     def backward(ctx, grad):
-        (differences,) = ctx.saved_tensors
-        twice = differences * (2 * grad)
-        return torch.cat([twice.sum(1, keepdim=True), -twice], 1)
+        pairs, *differences = ctx.saved_tensors
+        scale = grad / pairs
+        grads = []
+        for d, w in zip(differences, ctx.weights):
+            twice = d * (scale * (2 * w)) if w else None  # d loss / d x[:, k] for k >= 1 is -twice[:, k - 1]
+            grads.append(torch.cat([twice.sum(1, keepdim=True), -twice], 1) if w else None)
+        return *grads, None, None, None

@@ -124,8 +124,7 @@ class SparseVoxelField(Field, BrickField):
             return 0.0
         rows = tv_rows(self.grid)
         pick = torch.randint(0, len(rows), (optim.tv_vertices,), generator=generator, device=generator.device)
-        tv_density, tv_features = total_variation(self.grid, rows[pick.to(rows.device)])
-        return optim.tv_density * tv_density + optim.tv_features * tv_features
+        return total_variation(self.grid, rows[pick.to(rows.device)], optim.tv_density, optim.tv_features)
 
     def grids(self) -> list[SparseVoxelGrid]:
         """The grid, then the detail level once it has bricks: the levels a Lookup reads, in its order."""

@@ -33,7 +33,7 @@ class RaySampler:
         self.device, self.progress = device, progress
         self.scene, self.indices = scene, indices
         self.cameras = scene.cameras.subset(indices)
-        self.center = torch.as_tensor(space.center, dtype=torch.float32, device=device)
+        self.center = torch.as_tensor(space.center, dtype=torch.float32)
         self.scale = space.scale
         self._full: torch.Tensor | None = None
         self._pyramid: dict[float, tuple[torch.Tensor, dict[str, torch.Tensor]]] = {}
@@ -61,13 +61,16 @@ class RaySampler:
         return out
 
     def at_scale(self, scale: float) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """The pyramid's images (K, h, w, 4) uint8 at `scale` and their cameras as tensors on the device."""
+        """The pyramid's images (K, h, w, 4) uint8 at `scale` and their cameras as tensors on the device, the
+        cameras' positions in the unit box."""
         if scale not in self._pyramid:
             w, h = (int(v) for v in self.cameras.sizes[0])
             size = (max(1, round(h * scale)), max(1, round(w * scale)))
             cams = self.cameras.scaled(size[1] / w)
+            c2w = torch.from_numpy(cams.c2w).float()
+            c2w[:, :, 3] = (c2w[:, :, 3] - self.center) * self.scale
             tensors = {
-                "c2w": torch.from_numpy(cams.c2w).float(),
+                "c2w": c2w,
                 "intrinsics": torch.from_numpy(cams.intrinsics).float(),
                 "distortion": torch.from_numpy(cams.distortion).float() if cams.distortion.any() else None,
                 "near": None if cams.near is None else torch.from_numpy(cams.near * self.scale).float(),
@@ -100,6 +103,6 @@ class RaySampler:
         background = torch.rand(n, 3, generator=generator, device=dev).to(self.device)
         target = rgba[:, :3] + (1 - rgba[:, 3:]) * background
         near = cams["near"][img] if cams["near"] is not None else None
-        return {"origins": (origins - self.center) * self.scale, "dirs": dirs, "image": img, "target": target,
+        return {"origins": origins, "dirs": dirs, "image": img, "target": target,
                 "alpha": rgba[:, 3], "background": background, "near": near}
 
