@@ -179,8 +179,8 @@ def table(results: list[dict]) -> str:
     for r in results:
         cells = " | ".join(f"{r['ops'][p]:.0f}" for p in PHASES)
         syncs = ", ".join(f"{p} {v:g}" for p, v in r["syncs"].items())
-        lines.append(f"| {r['row']} | {r['samples_per_step'] / 1000:.1f}k | {cells} | {r['ops_total']:.0f} | {r['views_total']:.0f} | "
-                     f"{r['syncs_total']:.2f} ({syncs}) |")
+        lines.append(f"| {r['row']} | {r['samples_per_step'] / 1000:.1f}k | {cells} | {r['ops_total']:.0f} | "
+                     f"{r['views_total']:.0f} | {r['syncs_total']:.2f} ({syncs}) |")
     return "\n".join(lines)
 
 

@@ -1,5 +1,5 @@
 """The CUDA path is not launch-bound: a training step forces at most a few host syncs, in one process and in each of
-two ranks (beyond the collectives themselves).
+two ranks (beyond the collectives themselves), and dispatches at most a budget of operations (launches on CUDA).
 
 On CUDA, some ops make the host wait for the device: reading a value (`.item()`, `_local_scalar_dense`), ops whose
 output size depends on the data (`nonzero`, boolean-mask indexing and index_put, `masked_select`, `unique`,
@@ -22,6 +22,7 @@ from voxnerf.run.config import load_config
 from voxnerf.train.trainer import Trainer
 
 SYNC_BUDGET = 4  # host syncs per training step (nerfacc + Instant-NGP: one or two); a rank adds the exchange's read
+OP_BUDGET = 470  # operations per step of CONFIG's toy step (457 when set; benchmarks/step_ops.py counts the presets')
 
 aten = torch.ops.aten
 DATA_DEPENDENT = {aten._local_scalar_dense.default, aten.nonzero.default, aten.masked_select.default,
@@ -41,14 +42,16 @@ def forces_sync(func, args, kwargs) -> bool:
 
 
 class SyncCounter(TorchDispatchMode):
-    """Counts host-syncing ops by name while active."""
+    """Counts host-syncing ops by name, and all ops, while active."""
 
     def __init__(self):
         super().__init__()
         self.counts: dict[str, int] = {}
+        self.ops = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        self.ops += 1
         if forces_sync(func, args, kwargs):
             self.count(str(func))
         return func(*args, **kwargs)
@@ -103,14 +106,19 @@ CONFIG = {
 }
 
 
-def syncs_per_step(trainer: Trainer, counter_class: type = SyncCounter) -> tuple[float, dict[str, float]]:
-    """Host syncs of one of `trainer`'s steps past the warm-up (occupancy in use, skipping on), in all and by op."""
+def one_step(trainer: Trainer, counter_class: type = SyncCounter) -> tuple[SyncCounter, SyncCounter]:
+    """Counters over N and 2N of `trainer`'s steps past the warm-up (occupancy in use, skipping on), N = 8 (one
+    occupancy update): their difference is what N steps cost."""
     for _ in range(5):
         trainer.train_step()
         trainer.step += 1
-    n = 8
-    one, two = syncs_over(trainer, n, counter_class), syncs_over(trainer, 2 * n, counter_class)
-    return (two.total - one.total) / n, {k: (two.counts.get(k, 0) - one.counts.get(k, 0)) / n for k in two.counts}
+    return syncs_over(trainer, 8, counter_class), syncs_over(trainer, 16, counter_class)
+
+
+def syncs_per_step(trainer: Trainer, counter_class: type = SyncCounter) -> tuple[float, dict[str, float]]:
+    """Host syncs of one of `trainer`'s steps past the warm-up, in all and by op."""
+    one, two = one_step(trainer, counter_class)
+    return (two.total - one.total) / 8, {k: (two.counts.get(k, 0) - one.counts.get(k, 0)) / 8 for k in two.counts}
 
 
 def test_a_training_step_forces_at_most_the_sync_budget(sphere, tmp_path):
@@ -118,6 +126,14 @@ def test_a_training_step_forces_at_most_the_sync_budget(sphere, tmp_path):
                       quiet=True)
     per_step, detail = syncs_per_step(trainer)
     assert per_step <= SYNC_BUDGET, f"{per_step:.1f} host syncs per step (budget {SYNC_BUDGET}): {detail}"
+
+
+def test_a_training_step_dispatches_at_most_the_op_budget(sphere, tmp_path):
+    trainer = Trainer(load_scene(sphere), load_config(None, [CONFIG]), tmp_path / "run", torch.device("cpu"),
+                      quiet=True)
+    one, two = one_step(trainer)
+    per_step = (two.ops - one.ops) / 8
+    assert per_step <= OP_BUDGET, f"{per_step:.1f} operations per step (budget {OP_BUDGET})"
 
 
 def syncs_on_rank(sphere: Path, out: Path) -> int:

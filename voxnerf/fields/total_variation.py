@@ -62,6 +62,9 @@ class _SquaredDifferences(torch.autograd.Function):
         scale = grad / pairs
         grads = []
         for d, w in zip(differences, ctx.weights):
-            twice = d * (scale * (2 * w)) if w else None  # d loss / d x[:, k] for k >= 1 is -twice[:, k - 1]
-            grads.append(torch.cat([twice.sum(1, keepdim=True), -twice], 1) if w else None)
+            if not w:
+                grads.append(None)
+                continue
+            twice = d * (scale * (2 * w))  # the loss's gradient at x[:, k] for k >= 1 is -twice[:, k - 1]
+            grads.append(torch.cat([twice.sum(1, keepdim=True), -twice], 1))
         return *grads, None, None, None

@@ -47,8 +47,8 @@ class Samples:
         u: (M,) its march parameter (samples are evenly spaced in u, `step` apart).
         delta: (M,) length of the interval each sample stands for (same units as t).
         lookup: the field's Lookup of each sample point (tensors (M, ...)), reused for density and color.
-        candidates: () -> () number of fine sample positions the rays crossed (before any skipping), on the
-            device: computed when called (a training step's statistic, read on logging steps only).
+        candidates: a function giving the number () of fine sample positions the rays crossed (before any
+            skipping), on the device: computed when called (a training statistic, read on logging steps only).
         colored: (K,) int64 positions of the samples whose compositing weight exceeds the march's
             `color_weight_min`, increasing.
     """
@@ -121,7 +121,8 @@ def march(
         x = space.march_points(of_ray[..., :3], of_ray[..., 3:6], t).view(-1, 3)
         cells = occupancy.cell_rows(x)
         inside = torch.nonzero((u < of_ray[..., 6]).view(-1) & occupancy.occupied_rows(cells)).squeeze(-1)  # sync 2
-        ray, u, t, x, cells = ray_c[inside // substeps], u.view(-1)[inside], t.view(-1)[inside], x[inside], cells[inside]
+        ray, x, cells = ray_c[inside // substeps], x[inside], cells[inside]
+        u, t = u.view(-1)[inside], t.view(-1)[inside]
         delta = space.intervals(u, step, ray, u_far, extra)
         sigma, lookup = sigma_fn(x, cells)
         tau_step = sigma * delta
