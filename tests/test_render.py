@@ -139,6 +139,22 @@ def test_march_never_samples_an_empty_cell():
     assert bool((samples.ray_idx[1:] >= samples.ray_idx[:-1]).all()), "samples must be sorted by ray"
 
 
+def test_the_march_keeps_the_same_samples_in_one_round_or_many():
+    model = sphere_model(32)
+    strategy().update_occupancy(model)
+    occupancy = model.estimator
+    origins, dirs = rays_at_origin(300, seed=4)
+    offsets = torch.rand(300, generator=torch.Generator().manual_seed(5))
+    rays = occupancy.space.march_rays(origins, dirs)
+    marched = [occupancy.march(rays, sigma_fn(model.field), 0.5 * occupancy.cell_size, offsets, 1e-4, 1e-2, chunk,
+                               color_weight_min=1e-3) for chunk in (1, 3, 128)]
+    assert len(marched[-1].ray_idx) > 1000 and 0 < len(marched[-1].colored) < len(marched[-1].ray_idx)
+    for samples in marched[:-1]:
+        for name in ("ray_idx", "t", "u", "delta", "colored"):
+            assert torch.equal(getattr(samples, name), getattr(marched[-1], name)), name
+        assert all(torch.equal(a, b) for a, b in zip(samples.lookup, marched[-1].lookup))
+
+
 def test_distortion_loss_matches_the_pairwise_sum_and_prefers_one_stretch():
     gen = torch.Generator().manual_seed(3)
     counts = [5, 1, 9]

@@ -101,8 +101,7 @@ def march(
         return (span / step).ceil().sum()
 
     tau_max = -math.log(transmittance_min) if transmittance_min > 0 else math.inf
-    tau = torch.zeros(n_rays, device=device)
-    marching = u_far > u_near  # (R,) rays not yet past their end nor opaque
+    tau = marching = None  # (R,) the rays' optical depth after the rounds so far, and which are not yet opaque
     fine = torch.arange(substeps, device=device)
     # what a coarse step's fine steps need of its ray, gathered in one piece: origin, direction, u_far, offset, extra
     per_ray = torch.cat([origins, dirs, u_far[:, None], offsets[:, None], extra], 1)  # (R, 8 + K)
@@ -112,7 +111,9 @@ def march(
         u_c = u_near[:, None] + j * coarse  # (R, J) coarse steps of every ray, tested densely
         x_c = space.march_points(origins[:, None], dirs[:, None], space.march_distance(u_c, extra[:, None]))
         in_brick = occupancy.in_occupied_brick(x_c.view(-1, 3)).view(u_c.shape)
-        live = marching[:, None] & (u_c < u_far[:, None]) & in_brick
+        live = (u_c < u_far[:, None]) & in_brick  # a ray with u_far <= u_near has no coarse step before its end
+        if marching is not None:
+            live &= marching[:, None]
         ray_c, j_c = torch.nonzero(live, as_tuple=True)  # host sync 1 of the round
         # the fine steps of the C live coarse steps as (C, substeps) broadcasts of their coarse step's values
         of_ray = per_ray[ray_c].unsqueeze(1)  # (C, 1, 8 + K)
@@ -127,11 +128,14 @@ def march(
         sigma, lookup = sigma_fn(x, cells)
         tau_step = sigma * delta
         starts = segment_start_positions(ray, n_rays)
-        before = tau[ray] + exclusive_segment_cumsum(tau_step, starts)
+        before = exclusive_segment_cumsum(tau_step, starts)
+        if tau is not None:
+            before = before + tau[ray]
         keep = (before < tau_max) & (-torch.expm1(-tau_step) >= alpha_min)
         rounds.append((keep, tau_step, ray, t, u, delta, *lookup))
-        tau.index_add_(0, ray, tau_step)
-        marching = marching & (tau < tau_max)
+        if start + chunk < n_coarse:  # another round follows
+            tau = (tau_step.new_zeros(n_rays) if tau is None else tau).index_add_(0, ray, tau_step)
+            marching = tau < tau_max
     if not rounds:
         sigma, lookup = sigma_fn(torch.zeros(0, 3, device=device), torch.zeros(0, dtype=torch.int64, device=device))
         empty = torch.zeros(0, device=device)
