@@ -33,8 +33,7 @@ class RaySampler:
         self.device, self.progress = device, progress
         self.scene, self.indices = scene, indices
         self.cameras = scene.cameras.subset(indices)
-        self.center = torch.as_tensor(space.center, dtype=torch.float32)
-        self.scale = space.scale
+        self.center, self.scale = list(space.center), space.scale  # world -> unit box: (x - center) * scale
         self._full: torch.Tensor | None = None
         self._pyramid: dict[float, tuple[torch.Tensor, dict[str, torch.Tensor]]] = {}
 
@@ -68,7 +67,7 @@ class RaySampler:
             size = (max(1, round(h * scale)), max(1, round(w * scale)))
             cams = self.cameras.scaled(size[1] / w)
             c2w = torch.from_numpy(cams.c2w).float()
-            c2w[:, :, 3] = (c2w[:, :, 3] - self.center) * self.scale
+            c2w[:, :, 3] = (c2w[:, :, 3] - torch.tensor(self.center)) * self.scale
             tensors = {
                 "c2w": c2w,
                 "intrinsics": torch.from_numpy(cams.intrinsics).float(),
