@@ -239,9 +239,9 @@ class Trainer:
              lambda: opacity_loss(result.opacity, alpha, o.entropy_weight, o.alpha_weight)),
             (o.sparsity_weight, lambda: result.sample_alpha_sum * (o.sparsity_weight / n_rays)),
             (o.distortion_weight, lambda: result.distortion * (o.distortion_weight / n_rays)),
-            (True, lambda: self.model.field.regularization(o, self.generator)),
         ]
-        return [value for weight, term in terms if weight and torch.is_tensor(value := term())]
+        field_term = self.model.field.regularization(o, self.generator)  # 0.0 where the field has none
+        return [term() for weight, term in terms if weight] + ([field_term] if torch.is_tensor(field_term) else [])
 
     # ---- loop -----------------------------------------------------------------------------------------------
     def train(self) -> dict:
