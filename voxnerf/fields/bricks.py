@@ -114,7 +114,7 @@ class BrickIndex:
         else:
             rows = self.corner_slots(c.long()) if x.is_cuda else self._corner_slots_by_table(c.long())
         valid = rows >= 0
-        return rows.masked_fill_(~valid, 0), trilinear_weights(p - c) * valid
+        return rows.masked_fill_(~valid, 0), valid * trilinear_weights(p - c)
 
     def corner_slots(self, cells: torch.Tensor) -> torch.Tensor:
         """(N, 3) int64 cell coordinates in [0, R) -> (N, 8) int64 rows of their corners, -1 where unallocated."""
@@ -216,11 +216,15 @@ def grid_coords(index: torch.Tensor, n: int) -> torch.Tensor:
 
 def trilinear_weights(f: torch.Tensor) -> torch.Tensor:
     """(N, 3) positions within a cell, in [0, 1] -> (N, 8) weights of its corners, corner k offset (k >> 2 & 1,
-    k >> 1 & 1, k & 1) from the min corner. Products of (N,) columns, stacked once: on a CPU a fifth of the time of
-    broadcasting (N, 2, 2, 2) products."""
-    fx, fy, fz = f.unbind(1)
-    gx, gy, gz = 1 - fx, 1 - fy, 1 - fz
-    return torch.stack([xy * z for xy in (gx * gy, gx * fy, fx * gy, fx * fy) for z in (gz, fz)], 1)
+    k >> 1 & 1, k & 1) from the min corner.
+
+    The products are formed corner-major, as (2, 2, 2, N) broadcasts over long rows (four operations; on a CPU as
+    fast as eight products of (N,) columns, and three times faster than (N, 2, 2, 2) broadcasts), so the result is
+    the transpose of a contiguous (8, N): an elementwise product with a contiguous (N, 8) first operand comes out
+    contiguous."""
+    high = f.t()
+    gx, gy, gz = torch.stack([1 - high, high], 1).unbind(0)  # (2, N) each: the low and the high corner's weight
+    return (gx.view(2, 1, 1, -1) * gy.view(2, 1, -1) * gz).view(8, -1).t()
 
 
 def bricks_around_cells(cells: torch.Tensor, bricks_per_axis: int) -> torch.Tensor:

@@ -101,6 +101,7 @@ def march(
         return (span / step).ceil().sum()
 
     tau_max = -math.log(transmittance_min) if transmittance_min > 0 else math.inf
+    tau_min = -math.log1p(-alpha_min)  # a sample's alpha = 1 - exp(-tau) is below alpha_min where tau is below this
     tau = marching = None  # (R,) the rays' optical depth after the rounds so far, and which are not yet opaque
     fine = torch.arange(substeps, device=device)
     # what a coarse step's fine steps need of its ray, gathered in one piece: origin, direction, u_far, offset, extra
@@ -131,7 +132,7 @@ def march(
         before = exclusive_segment_cumsum(tau_step, starts)
         if tau is not None:
             before = before + tau[ray]
-        keep = (before < tau_max) & (-torch.expm1(-tau_step) >= alpha_min)
+        keep = (before < tau_max) & (tau_step >= tau_min)
         rounds.append((keep, tau_step, ray, t, u, delta, *lookup))
         if start + chunk < n_coarse:  # another round follows
             tau = (tau_step.new_zeros(n_rays) if tau is None else tau).index_add_(0, ray, tau_step)

@@ -20,11 +20,12 @@ from voxnerf.data.space import MarchRays, Space, space_from_dict
 from voxnerf.fields.bricks import (
     BRICK,
     BRICK_VOLUME,
-    STENCIL_CHUNK,
     BrickModule,
     all_bricks,
 )
 from voxnerf.render.march import Samples, SigmaFn, march
+
+CORNER_CHUNK = 1 << 21  # cells per gather of their corners' densities in `cell_density` (64 MB of float32 at once)
 
 
 @dataclass
@@ -45,6 +46,7 @@ class OccupancyGrid(BrickModule):
             cells inherit their parent's).
         score: (V,) float, running max of the opacity of one sample step in that cell (a ROW_TABLE: new cells
             interpolate it).
+        occupied_or_none: (V + 1,) bool, `occupied` and a last False, which row -1 (no cell) reads.
         brick_occupied: (n, n, n) bool, bricks holding an occupied cell, dilated by one brick (coarse marching).
         bbox: (2, 3) grid-coordinate min and max corners of the occupied cells.
     Attributes:
@@ -60,6 +62,7 @@ class OccupancyGrid(BrickModule):
         rows = self.bricks.num_rows
         self.register_buffer("score", torch.zeros(rows) if score is None else score)
         self.register_buffer("occupied", torch.ones(rows, dtype=torch.bool))
+        self.register_buffer("occupied_or_none", torch.empty(0, dtype=torch.bool), persistent=False)
         self.register_buffer("brick_occupied", torch.empty(0, dtype=torch.bool))
         self.register_buffer("bbox", torch.empty(2, 3))
         self.set_occupied(self.occupied if occupied is None else occupied)
@@ -91,7 +94,7 @@ class OccupancyGrid(BrickModule):
 
     def occupied_rows(self, rows: torch.Tensor) -> torch.Tensor:
         """(N,) int64 cell rows (-1: none) -> (N,) bool, whether each cell is occupied."""
-        return self.occupied[rows.clamp_min(0)] & (rows >= 0)
+        return self.occupied_or_none[rows]
 
     def in_occupied_brick(self, g: torch.Tensor) -> torch.Tensor:
         """(N, 3) grid points -> (N,) bool, whether each lies in a (dilated) occupied brick."""
@@ -106,6 +109,7 @@ class OccupancyGrid(BrickModule):
     def set_occupied(self, occupied: torch.Tensor) -> None:
         """Replace the per-cell occupancy (V,) bool and refresh the per-brick summary and the bounding box."""
         self.occupied = occupied & self.bricks.real_cells()
+        self.occupied_or_none = F.pad(self.occupied, (0, 1))  # row -1 (no cell) reads the appended False
         n = self.bricks.bricks_per_axis
         has = self.occupied.view(-1, BRICK_VOLUME).any(1).float()
         dense = torch.zeros(n, n, n, device=has.device)
@@ -147,12 +151,13 @@ class OccupancyGrid(BrickModule):
             cells: the rows whose cells to evaluate (a share of the work, see `update`).
         """
         sigma = density_fn(self.vertices())
+        padded = F.pad(sigma, (0, 1))  # a missing corner's row -1 reads the appended 0 (sigma >= 0)
         corners = self.bricks.cell_corner_rows()
         out = torch.zeros_like(sigma)
         start, stop, _ = cells.indices(len(corners))
-        for i in range(start, stop, STENCIL_CHUNK):  # a gather of all (V, 8) at once is ~0.5 GB at 128^3
-            c = corners[i:min(i + STENCIL_CHUNK, stop)]
-            out[i:i + len(c)] = sigma[c.clamp_min(0)].masked_fill(c < 0, 0.0).amax(-1)
+        for i in range(start, stop, CORNER_CHUNK):
+            c = corners[i:min(i + CORNER_CHUNK, stop)]
+            out[i:i + len(c)] = padded[c].amax(-1)
         return out
 
     @torch.no_grad()
