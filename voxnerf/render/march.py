@@ -4,9 +4,10 @@ Coarse-then-fine marching: coarse steps of half a brick test the dilated brick o
 expands into fine steps that test the cell occupancy. Rays advance in rounds of `chunk` coarse steps; after each
 round the density of the new samples (asked of the field through `sigma_fn`) updates each ray's transmittance,
 samples with alpha below `alpha_min` are dropped, and rays whose transmittance fell below `transmittance_min` stop
-(early ray termination). The march also marks the kept samples whose compositing weight will exceed
-`color_weight_min` (those the renderer asks the field's color of): the weights are the ones the renderer computes from
-the same densities, so it need not compact them again.
+(early ray termination). The march also marks the kept samples whose compositing weight exceeds `color_weight_min`
+(those the renderer asks the field's color of), from the optical depth it already carries: the transmittance before
+a sample counts every sample the ray crossed, the dropped faint ones too (each under `alpha_min`), so a weight is at
+most the renderer's, by as little as those samples absorb.
 
 Made for a GPU fed by the host: a round compacts twice (one `nonzero` over the coarse steps, one over the fine
 ones) and everything else is gathers and masks: a march waits on the device 2 * rounds + 2 times, not once per
@@ -28,7 +29,7 @@ import torch
 from voxnerf.data.space import MarchRays
 from voxnerf.fields.base import Lookup
 from voxnerf.fields.bricks import BRICK
-from voxnerf.render.volrend import compositing_weights, exclusive_segment_cumsum, segment_start_positions
+from voxnerf.render.volrend import exclusive_segment_cumsum, segment_start_positions
 
 COUNT_BASE = 1 << 32  # two sample counts read from the device as one number: kept * COUNT_BASE + colored
 
@@ -133,7 +134,8 @@ def march(
         if tau is not None:
             before = before + tau[ray]
         keep = (before < tau_max) & (tau_step >= tau_min)
-        rounds.append((keep, tau_step, ray, t, u, delta, *lookup))
+        colored = keep & (torch.exp(-before) * torch.expm1(-tau_step) < -color_weight_min)  # weight T * alpha
+        rounds.append((keep, colored, ray, t, u, delta, *lookup))
         if start + chunk < n_coarse:  # another round follows
             tau = (tau_step.new_zeros(n_rays) if tau is None else tau).index_add_(0, ray, tau_step)
             marching = tau < tau_max
@@ -141,14 +143,12 @@ def march(
         sigma, lookup = sigma_fn(torch.zeros(0, 3, device=device), torch.zeros(0, dtype=torch.int64, device=device))
         empty = torch.zeros(0, device=device)
         return Samples(empty.long(), empty, empty, empty, lookup, candidates, empty.long())
-    if len(rounds) == 1:  # `starts` are the round's own
-        keep, tau_step, *columns = rounds[0]
+    if len(rounds) == 1:
+        keep, colored, *columns = rounds[0]
     else:  # a round's samples come by ray, then distance; rounds in distance order: a stable sort
-        keep, tau_step, *columns = [torch.cat(c) for c in zip(*rounds)]
+        keep, colored, *columns = [torch.cat(c) for c in zip(*rounds)]
         order = torch.argsort(columns[0], stable=True)
-        keep, tau_step, *columns = (c[order] for c in (keep, tau_step, *columns))
-        starts = segment_start_positions(columns[0], n_rays)
-    colored = keep & (compositing_weights(tau_step * keep, starts) > color_weight_min)
+        keep, colored, *columns = (c[order] for c in (keep, colored, *columns))
     n_kept, n_colored = divmod((keep.sum() * COUNT_BASE + colored.sum()).item(), COUNT_BASE)  # the last host sync
     kept = torch.nonzero_static(keep, size=n_kept).squeeze(-1)
     ray_idx, t, u, delta, *lookup = (c[kept] for c in columns)

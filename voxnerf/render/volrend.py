@@ -27,8 +27,7 @@ def exclusive_segment_cumsum(values: torch.Tensor, starts: torch.Tensor) -> torc
     Returns:
         (M,) in the dtype of `values`.
     """
-    v = values.double()
-    exclusive = torch.cumsum(v, 0) - v
+    exclusive = torch.cumsum(values, 0, dtype=torch.float64) - values
     return (exclusive - exclusive[starts]).to(values.dtype)
 
 
@@ -76,49 +75,47 @@ class _Composite(torch.autograd.Function):
     @staticmethod
     @torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32)
     def forward(ctx, sigmas, rgb, deltas, ray_idx, starts, colored, distance, n_rays):
-        tau = sigmas * deltas
-        transmittance = torch.exp(-exclusive_segment_cumsum(tau, starts))
-        survival = torch.exp(-tau)  # 1 - alpha
-        weights = transmittance * -torch.expm1(-tau)
+        neg_tau = torch.mul(sigmas, deltas).neg_()
+        transmittance = torch.exp(exclusive_segment_cumsum(neg_tau, starts))
+        survival = torch.exp(neg_tau)  # 1 - alpha
+        alpha = torch.expm1(neg_tau).neg_()
+        weights = transmittance * alpha
         per_sample = torch.stack([weights, weights * distance], -1)
         sums = per_sample.new_zeros(n_rays, 2).index_add_(0, ray_idx, per_sample)
         color_rays, color_weights = ray_idx[colored], weights[colored]
         color = rgb.new_zeros(n_rays, 3).index_add_(0, color_rays, color_weights.unsqueeze(-1) * rgb)
-        ctx.save_for_backward(rgb, deltas, ray_idx, colored, distance, starts, transmittance, survival, weights,
+        ctx.save_for_backward(rgb, deltas, ray_idx, colored, distance, transmittance, survival, weights,
                               color_rays, color_weights)
         ctx.set_materialize_grads(False)
         ctx.n_rays = n_rays
-        return sums[:, 0], color, sums[:, 1], (1 - survival).sum(), weights
+        return sums[:, 0], color, sums[:, 1], alpha.sum(), weights
 
     @staticmethod
     @torch.amp.custom_bwd(device_type="cuda")
     def backward(ctx, g_opacity, g_color, g_depth, g_alpha_sum, g_weights):
-        (rgb, deltas, ray_idx, colored, distance, starts, transmittance, survival, weights, color_rays,
+        (rgb, deltas, ray_idx, colored, distance, transmittance, survival, weights, color_rays,
          color_weights) = ctx.saved_tensors
-        g = torch.zeros_like(weights) if g_weights is None else g_weights.clone()
-        if g_opacity is not None:
-            g += g_opacity[ray_idx]
-        if g_depth is not None:
-            g += g_depth[ray_idx] * distance
+        terms = [t for t in (g_weights, None if g_opacity is None else g_opacity[ray_idx],
+                             None if g_depth is None else g_depth[ray_idx] * distance) if t is not None]
+        g = sum(terms[1:], terms[0]) if terms else torch.zeros_like(weights)
         g_rgb = None
         if g_color is not None:
             g_per_sample = g_color[color_rays]  # (K, 3)
-            g.index_add_(0, colored, (g_per_sample * rgb).sum(-1))
+            g = g.index_add(0, colored, (g_per_sample * rgb).sum(-1))
             g_rgb = color_weights.unsqueeze(-1) * g_per_sample
-        g_tau = transmittance * survival * g - _later_sum(weights * g, ray_idx, starts, ctx.n_rays)
+        g_tau = transmittance * survival * g - _later_sum(weights * g, ray_idx, ctx.n_rays)
         if g_alpha_sum is not None:
             g_tau = g_tau + survival * g_alpha_sum
         return g_tau * deltas, g_rgb, None, None, None, None, None, None
 
 
-def _later_sum(values: torch.Tensor, ray_idx: torch.Tensor, starts: torch.Tensor, n_rays: int) -> torch.Tensor:
-    """(M,) sum of `values` over the later samples of the same ray (the ray's total less its samples up to this
-    one), in FP64."""
+def _later_sum(values: torch.Tensor, ray_idx: torch.Tensor, n_rays: int) -> torch.Tensor:
+    """(M,) sum of `values` over the later samples of the same ray, in FP64: the running sum over all samples up
+    to each ray's last one (the running sum of the rays' totals, the samples being sorted by ray) less the running
+    sum up to this sample."""
     v = values.double()
-    inclusive = torch.cumsum(v, 0)
-    up_to = inclusive - (inclusive - v)[starts]
-    total = torch.zeros(n_rays, dtype=v.dtype, device=v.device).index_add_(0, ray_idx, v)
-    return (total[ray_idx] - up_to).to(values.dtype)
+    totals = torch.zeros(n_rays, dtype=v.dtype, device=v.device).index_add_(0, ray_idx, v)
+    return (torch.cumsum(totals, 0)[ray_idx] - torch.cumsum(v, 0)).to(values.dtype)
 
 
 def compositing_weights(tau: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:
