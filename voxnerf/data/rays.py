@@ -62,7 +62,7 @@ def pixel_rays(
         xy = undistort(xy, distortion)
     d_cam = torch.nn.functional.pad(xy, (0, 1), value=1.0)
     dirs = (c2w[:, :, :3] * d_cam.unsqueeze(1)).sum(-1)
-    return c2w[:, :, 3], torch.nn.functional.normalize(dirs, dim=-1)
+    return c2w[:, :, 3], dirs / torch.linalg.vector_norm(dirs, dim=-1, keepdim=True)  # never 0: z is 1 in the camera
 
 
 def image_rays(cameras: Cameras, index: int, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:

@@ -74,9 +74,14 @@ class BrickIndex:
         Returns:
             (...,) int64 rows, -1 where the vertex's brick is not allocated.
         """
+        slot = self.slots_or_negative(v)
+        return torch.where(slot >= 0, slot, -1)
+
+    def slots_or_negative(self, v: torch.Tensor) -> torch.Tensor:
+        """`vertex_slots`, with a row in [-BRICK_VOLUME, 0) where the vertex's brick is not allocated (for a table
+        with BRICK_VOLUME rows appended, which such a row reads)."""
         brick = self.index.view(-1)[self.raster(v >> 3)].long()
-        slot = brick * BRICK_VOLUME + ((v & (BRICK - 1)) * self._local_strides).sum(-1)
-        return torch.where(brick >= 0, slot, -1)
+        return brick * BRICK_VOLUME + ((v & (BRICK - 1)) * self._local_strides).sum(-1)
 
     def raster(self, b: torch.Tensor) -> torch.Tensor:
         """(..., 3) int64 brick coordinates in [0, n) -> (...) their raster index x * n^2 + y * n + z in the brick

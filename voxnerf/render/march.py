@@ -96,7 +96,7 @@ def march(
     coarse = substeps * step
     u_near, u_far = space.march_span(rays, occupancy.bbox[0], occupancy.bbox[1])
     span = (u_far - u_near).clamp_min(0)
-    n_coarse = int((span / coarse).ceil().amax().item()) if n_rays else 0  # host sync: how many rounds
+    n_coarse = math.ceil(span.amax().item() / coarse) if n_rays else 0  # host sync: how many rounds
 
     def candidates() -> torch.Tensor:
         return (span / step).ceil().sum()
@@ -121,11 +121,13 @@ def march(
         of_ray = per_ray[ray_c].unsqueeze(1)  # (C, 1, 8 + K)
         u = u_c[ray_c, j_c].unsqueeze(1) + (fine + of_ray[..., 7]) * step  # (C, substeps)
         t = space.march_distance(u, of_ray[..., 8:])
+        t_is_u = t is u  # a space whose distances are the march parameters (the box): one column for both
         x = space.march_points(of_ray[..., :3], of_ray[..., 3:6], t).view(-1, 3)
         cells = occupancy.cell_rows(x)
         inside = torch.nonzero((u < of_ray[..., 6]).view(-1) & occupancy.occupied_rows(cells)).squeeze(-1)  # sync 2
         ray, x, cells = ray_c[inside // substeps], x[inside], cells[inside]
-        u, t = u.view(-1)[inside], t.view(-1)[inside]
+        u = u.view(-1)[inside]
+        t = u if t_is_u else t.view(-1)[inside]
         delta = space.intervals(u, step, ray, u_far, extra)
         sigma, lookup = sigma_fn(x, cells)
         tau_step = sigma * delta
@@ -135,7 +137,7 @@ def march(
             before = before + tau[ray]
         keep = (before < tau_max) & (tau_step >= tau_min)
         colored = keep & (torch.exp(-before) * torch.expm1(-tau_step) < -color_weight_min)  # weight T * alpha
-        rounds.append((keep, colored, ray, t, u, delta, *lookup))
+        rounds.append((keep, colored, ray, t, delta, *(() if t_is_u else (u,)), *lookup))
         if start + chunk < n_coarse:  # another round follows
             tau = (tau_step.new_zeros(n_rays) if tau is None else tau).index_add_(0, ray, tau_step)
             marching = tau < tau_max
@@ -149,8 +151,9 @@ def march(
         keep, colored, *columns = [torch.cat(c) for c in zip(*rounds)]
         order = torch.argsort(columns[0], stable=True)
         keep, colored, *columns = (c[order] for c in (keep, colored, *columns))
-    n_kept, n_colored = divmod((keep.sum() * COUNT_BASE + colored.sum()).item(), COUNT_BASE)  # the last host sync
+    n_kept, n_colored = divmod(torch.add(colored.sum(), keep.sum(), alpha=COUNT_BASE).item(), COUNT_BASE)  # sync
     kept = torch.nonzero_static(keep, size=n_kept).squeeze(-1)
-    ray_idx, t, u, delta, *lookup = (c[kept] for c in columns)
+    ray_idx, t, delta, *lookup = (c[kept] for c in columns)
+    u = t if t_is_u else lookup.pop(0)
     colored = torch.nonzero_static(colored[kept], size=n_colored).squeeze(-1)
     return Samples(ray_idx, t, u, delta, tuple(lookup), candidates, colored)

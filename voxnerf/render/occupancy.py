@@ -46,7 +46,8 @@ class OccupancyGrid(BrickModule):
             cells inherit their parent's).
         score: (V,) float, running max of the opacity of one sample step in that cell (a ROW_TABLE: new cells
             interpolate it).
-        occupied_or_none: (V + 1,) bool, `occupied` and a last False, which row -1 (no cell) reads.
+        occupied_or_none: (V + BRICK_VOLUME,) bool, `occupied` and BRICK_VOLUME False rows, which the negative
+            rows of missing cells read (`cell_rows`).
         brick_occupied: (n, n, n) bool, bricks holding an occupied cell, dilated by one brick (coarse marching).
         bbox: (2, 3) grid-coordinate min and max corners of the occupied cells.
     Attributes:
@@ -89,11 +90,13 @@ class OccupancyGrid(BrickModule):
         return self.occupied_rows(self.cell_rows(g))
 
     def cell_rows(self, g: torch.Tensor) -> torch.Tensor:
-        """(N, 3) grid points -> (N,) int64 row of the cell holding each, -1 where its brick is not allocated."""
-        return self.bricks.vertex_slots(self.bricks.cells(g))
+        """(N, 3) grid points -> (N,) int64 row of the cell holding each, negative where its brick is not allocated
+        (`BrickIndex.slots_or_negative`)."""
+        return self.bricks.slots_or_negative(self.bricks.cells(g))
 
     def occupied_rows(self, rows: torch.Tensor) -> torch.Tensor:
-        """(N,) int64 cell rows (-1: none) -> (N,) bool, whether each cell is occupied."""
+        """(N,) int64 cell rows (negative: none, as `cell_rows` gives) -> (N,) bool, whether each cell is
+        occupied."""
         return self.occupied_or_none[rows]
 
     def in_occupied_brick(self, g: torch.Tensor) -> torch.Tensor:
@@ -109,7 +112,7 @@ class OccupancyGrid(BrickModule):
     def set_occupied(self, occupied: torch.Tensor) -> None:
         """Replace the per-cell occupancy (V,) bool and refresh the per-brick summary and the bounding box."""
         self.occupied = occupied & self.bricks.real_cells()
-        self.occupied_or_none = F.pad(self.occupied, (0, 1))  # row -1 (no cell) reads the appended False
+        self.occupied_or_none = F.pad(self.occupied, (0, BRICK_VOLUME))  # a negative row (no cell) reads a False
         n = self.bricks.bricks_per_axis
         has = self.occupied.view(-1, BRICK_VOLUME).any(1).float()
         dense = torch.zeros(n, n, n, device=has.device)

@@ -95,7 +95,7 @@ class RaySampler:
         img = torch.randint(0, k, (n,), generator=generator, device=dev).to(self.device)
         v = torch.randint(0, h, (n,), generator=generator, device=dev).to(self.device)
         u = torch.randint(0, w, (n,), generator=generator, device=dev).to(self.device)
-        rgba = images[img, v, u].float() / 255.0
+        rgba = torch.div(images[img, v, u], 255.0)
         uv = torch.stack([u, v], -1).float() + 0.5
         dist = cams["distortion"][img] if cams["distortion"] is not None else None
         origins, dirs = pixel_rays(cams["c2w"][img], cams["intrinsics"][img], dist, uv)
