@@ -45,7 +45,7 @@ def test_weights_of_a_uniform_fog_follow_beer_lambert():
                         rel_tol=1e-6)
 
 
-def composited_by_autograd(sigmas, deltas, ray_idx, starts, rgb, colored, distance, n_rays):
+def composited_by_autograd(sigmas, deltas, ray_idx, starts, rgb, colored, distance, n_rays, background=None):
     """`composite`'s sums written as plain tensor operations, differentiated by autograd: the reference."""
     tau = sigmas * deltas
     transmittance = torch.exp(-exclusive_segment_cumsum(tau, starts))
@@ -53,11 +53,14 @@ def composited_by_autograd(sigmas, deltas, ray_idx, starts, rgb, colored, distan
     weights = transmittance * alphas
     rays = torch.zeros(n_rays, dtype=sigmas.dtype)
     color = torch.zeros(n_rays, 3, dtype=sigmas.dtype).index_add(0, ray_idx[colored], weights[colored, None] * rgb)
-    return (rays.index_add(0, ray_idx, weights), color, rays.index_add(0, ray_idx, weights * distance),
-            alphas.sum(), weights)
+    opacity = rays.index_add(0, ray_idx, weights)
+    if background is not None:
+        color = color + (1 - opacity).unsqueeze(-1) * background
+    return opacity, color, rays.index_add(0, ray_idx, weights * distance), alphas.sum(), weights
 
 
-def test_the_written_out_compositing_gradient_is_autograd_s():
+@pytest.mark.parametrize("with_background", [False, True])
+def test_the_written_out_compositing_gradient_is_autograd_s(with_background):
     gen = torch.Generator().manual_seed(0)
     m, n_rays = 80, 11
     ray_idx = torch.randint(0, n_rays, (m,), generator=gen).sort().values  # some rays get no sample
@@ -66,9 +69,10 @@ def test_the_written_out_compositing_gradient_is_autograd_s():
     colored = torch.nonzero(torch.rand(m, generator=gen) > 0.3).squeeze(-1)
     rgb = torch.rand(len(colored), 3, generator=gen, dtype=torch.float64, requires_grad=True)
     starts = segment_start_positions(ray_idx, n_rays)
-    args = (deltas, ray_idx, starts, colored, distance, n_rays)
+    background = torch.rand(n_rays, 3, generator=gen, dtype=torch.float64) if with_background else None
+    args = (deltas, ray_idx, starts, colored, distance, n_rays, background)
     ours = _Composite.apply(sigmas, rgb, *args)
-    theirs = composited_by_autograd(sigmas, deltas, ray_idx, starts, rgb, colored, distance, n_rays)
+    theirs = composited_by_autograd(sigmas, deltas, ray_idx, starts, rgb, colored, distance, n_rays, background)
     for a, b in zip(ours, theirs):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
     for used in ([0, 1, 2, 3, 4], [1], [4, 0]):  # every output, and a few alone (their gradients come as None)
@@ -78,7 +82,8 @@ def test_the_written_out_compositing_gradient_is_autograd_s():
 
         ours = torch.autograd.grad(loss(_Composite.apply(sigmas, rgb, *args)), [sigmas, rgb], allow_unused=True)
         theirs = torch.autograd.grad(loss(composited_by_autograd(sigmas, deltas, ray_idx, starts, rgb, colored,
-                                                                 distance, n_rays)), [sigmas, rgb], allow_unused=True)
+                                                                 distance, n_rays, background)), [sigmas, rgb],
+                                     allow_unused=True)
         for a, b in zip(ours, theirs):
             assert (a is None) == (b is None or not b.any())
             if a is not None:

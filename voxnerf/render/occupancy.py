@@ -100,9 +100,9 @@ class OccupancyGrid(BrickModule):
         return self.occupied_or_none[rows]
 
     def in_occupied_brick(self, g: torch.Tensor) -> torch.Tensor:
-        """(N, 3) grid points -> (N,) bool, whether each lies in a (dilated) occupied brick."""
-        n = self.bricks.bricks_per_axis
-        b = (self.bricks.vertex_coords(g).long() >> 3).clamp_max(n - 1)
+        """(N, 3) grid points -> (N,) bool, whether each lies in a (dilated) occupied brick: the brick of vertex
+        coordinates p (`BrickIndex.vertex_coords`) is floor(p / BRICK), and scaling by a power of two is exact."""
+        b = ((g + 1) * (self.resolution / (2 * BRICK))).clamp(0, self.bricks.bricks_per_axis - 1).long()
         return self.brick_occupied.view(-1)[self.bricks.raster(b)]
 
     def occupied_cells(self) -> torch.Tensor:

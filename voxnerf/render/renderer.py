@@ -124,11 +124,12 @@ def render_rays(
                      *color_args)
     distance = space.ray_distance(samples.t, rays, ray_idx)
     starts = segment_start_positions(ray_idx, n)
-    out = composite(sigmas, samples.delta, ray_idx, starts, rgb_s, colored, distance, n)
+    maps = model.color_maps  # they act on the rays' own color, before the background
+    out = composite(sigmas, samples.delta, ray_idx, starts, rgb_s, colored, distance, n,
+                    background if maps is None else None)
     rgb = out.rgb
-    if model.color_maps is not None:
-        rgb = model.color_maps(rgb, out.opacity, images, view_map)
-    rgb = rgb + (1 - out.opacity).unsqueeze(-1) * background
+    if maps is not None:
+        rgb = maps(rgb, out.opacity, images, view_map) + (1 - out.opacity).unsqueeze(-1) * background
     dist = (distortion(out.weights, samples.u * space.inner_scale, step * space.inner_scale, starts)
             if with_distortion else None)
     return RenderResult(rgb, out.opacity, out.depth, out.alpha_sum, dist, len(ray_idx), len(colored),

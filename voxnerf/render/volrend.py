@@ -35,14 +35,15 @@ class Composited(NamedTuple):
     """Per-ray sums of packed samples (`composite`), and the samples' weights."""
 
     opacity: torch.Tensor  # (R,) sum of weights
-    rgb: torch.Tensor  # (R, 3) sum of weight * color
+    rgb: torch.Tensor  # (R, 3) sum of weight * color, plus (1 - opacity) * background where one was given
     depth: torch.Tensor  # (R,) sum of weight * distance
     alpha_sum: torch.Tensor  # () sum of the samples' opacities alpha_i
     weights: torch.Tensor  # (M,) w_i = T_i * alpha_i
 
 
 def composite(sigmas: torch.Tensor, deltas: torch.Tensor, ray_idx: torch.Tensor, starts: torch.Tensor,
-              rgb: torch.Tensor, colored: torch.Tensor, distance: torch.Tensor, n_rays: int) -> Composited:
+              rgb: torch.Tensor, colored: torch.Tensor, distance: torch.Tensor, n_rays: int,
+              background: torch.Tensor | None = None) -> Composited:
     """Volume rendering of packed samples in one pass whose backward is written out (`_Composite`): a dozen
     operations each way, where autograd through the weights and the three sums dispatches several dozen.
 
@@ -55,11 +56,12 @@ def composite(sigmas: torch.Tensor, deltas: torch.Tensor, ray_idx: torch.Tensor,
         colored: (K,) int64 positions of the colored samples.
         distance: (M,) distance of each sample along its ray (no gradient).
         n_rays: R.
+        background: (R, 3) or (3,) color behind each ray, or None: the rays' color is then over black.
     Returns:
         Composited, FP32.
     """
     return Composited(*_Composite.apply(sigmas.float(), rgb.float(), deltas.float(), ray_idx, starts, colored,
-                                       distance.float(), n_rays))
+                                       distance.float(), n_rays, background))
 
 
 class _Composite(torch.autograd.Function):
@@ -74,7 +76,7 @@ class _Composite(torch.autograd.Function):
 
     @staticmethod
     @torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32)
-    def forward(ctx, sigmas, rgb, deltas, ray_idx, starts, colored, distance, n_rays):
+    def forward(ctx, sigmas, rgb, deltas, ray_idx, starts, colored, distance, n_rays, background):
         neg_tau = torch.mul(sigmas, deltas).neg_()
         transmittance = torch.exp(exclusive_segment_cumsum(neg_tau, starts))
         survival = torch.exp(neg_tau)  # 1 - alpha
@@ -82,19 +84,25 @@ class _Composite(torch.autograd.Function):
         weights = transmittance * alpha
         per_sample = torch.stack([weights, weights * distance], -1)
         sums = per_sample.new_zeros(n_rays, 2).index_add_(0, ray_idx, per_sample)
+        opacity = sums[:, 0]
         color_rays, color_weights = ray_idx[colored], weights[colored]
         color = rgb.new_zeros(n_rays, 3).index_add_(0, color_rays, color_weights.unsqueeze(-1) * rgb)
+        if background is not None:
+            color = color + (1 - opacity).unsqueeze(-1) * background
         ctx.save_for_backward(rgb, deltas, ray_idx, colored, distance, transmittance, survival, weights,
-                              color_rays, color_weights)
+                              color_rays, color_weights, background)
         ctx.set_materialize_grads(False)
         ctx.n_rays = n_rays
-        return sums[:, 0], color, sums[:, 1], alpha.sum(), weights
+        return opacity, color, sums[:, 1], alpha.sum(), weights
 
     @staticmethod
     @torch.amp.custom_bwd(device_type="cuda")
     def backward(ctx, g_opacity, g_color, g_depth, g_alpha_sum, g_weights):
         (rgb, deltas, ray_idx, colored, distance, transmittance, survival, weights, color_rays,
-         color_weights) = ctx.saved_tensors
+         color_weights, background) = ctx.saved_tensors
+        if g_color is not None and background is not None:  # the background shows through 1 - opacity
+            through = (g_color * background).sum(-1)
+            g_opacity = -through if g_opacity is None else g_opacity - through
         terms = [t for t in (g_weights, None if g_opacity is None else g_opacity[ray_idx],
                              None if g_depth is None else g_depth[ray_idx] * distance) if t is not None]
         g = sum(terms[1:], terms[0]) if terms else torch.zeros_like(weights)
@@ -106,7 +114,7 @@ class _Composite(torch.autograd.Function):
         g_tau = transmittance * survival * g - _later_sum(weights * g, ray_idx, ctx.n_rays)
         if g_alpha_sum is not None:
             g_tau = g_tau + survival * g_alpha_sum
-        return g_tau * deltas, g_rgb, None, None, None, None, None, None
+        return g_tau * deltas, g_rgb, None, None, None, None, None, None, None
 
 
 def _later_sum(values: torch.Tensor, ray_idx: torch.Tensor, n_rays: int) -> torch.Tensor:
