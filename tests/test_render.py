@@ -70,7 +70,7 @@ def test_the_written_out_compositing_gradient_is_autograd_s(with_background):
     rgb = torch.rand(len(colored), 3, generator=gen, dtype=torch.float64, requires_grad=True)
     starts = segment_start_positions(ray_idx, n_rays)
     background = torch.rand(n_rays, 3, generator=gen, dtype=torch.float64) if with_background else None
-    args = (deltas, ray_idx, starts, colored, distance, n_rays, background)
+    args = (deltas, ray_idx, starts, colored, distance, n_rays, background, ray_idx[colored])
     ours = _Composite.apply(sigmas, rgb, *args)
     theirs = composited_by_autograd(sigmas, deltas, ray_idx, starts, rgb, colored, distance, n_rays, background)
     for a, b in zip(ours, theirs):
@@ -94,7 +94,7 @@ def test_the_written_out_compositing_gradient_is_autograd_s(with_background):
 def test_ray_box_hits_and_misses():
     origins = torch.tensor([[-3.0, 0.0, 0.0], [-3.0, 5.0, 0.0], [0.0, 0.0, 0.0]])
     dirs = torch.tensor([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
-    near, far = ray_box(origins, dirs, -torch.ones(3), torch.ones(3))
+    near, far = ray_box(origins, dirs, torch.tensor([[-1.0] * 3, [1.0] * 3]))
     assert near.tolist()[0] == pytest.approx(2.0) and far.tolist()[0] == pytest.approx(4.0)
     assert far[1] <= near[1]
     assert near[2] == 0 and far[2] == pytest.approx(1.0)
@@ -108,7 +108,7 @@ def test_packed_renderer_matches_dense_reference():
     background = torch.tensor([0.2, 0.5, 0.9])
     ours = render_rays(model, origins, dirs, background, EXACT)
     # The reference samples interval midpoints from the same start, so both evaluate the same points.
-    near, far = ray_box(origins, dirs, *model.estimator.bbox)
+    near, far = ray_box(origins, dirs, model.estimator.bbox)
     n = int(((far - near) / step).ceil().max())
     with torch.no_grad():
         ref = vs.render_rays(lambda x, d: (field.density_at(x), field.color_at(x, d)), origins, dirs, near,

@@ -31,6 +31,7 @@ from voxnerf.errors import VoxnerfError
 
 NEAR_MARGIN = 0.9  # rays start (Contract) or the near plane sits (Ndc) at this fraction of the nearest content's depth
 MIN_FORWARD = 1e-4  # NDC: rays are tilted at least this much toward the reference camera's view direction
+UNIT_BOX = torch.tensor([[-1.0] * 3, [1.0] * 3])  # the unit box's low and high corners (2, 3)
 
 
 def contract(x: torch.Tensor, inner: float = 0.5) -> torch.Tensor:
@@ -46,27 +47,24 @@ def uncontract(g: torch.Tensor, inner: float = 0.5) -> torch.Tensor:
     return torch.where(rho <= inner, g / inner, g * (1 - inner) / (rho * (1 - rho)))
 
 
-def ray_box(origins: torch.Tensor, dirs: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def ray_box(origins: torch.Tensor, dirs: torch.Tensor, box: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Slab test of rays against an axis-aligned box.
 
     Args:
         origins, dirs: (R, 3) rays (dirs need not be unit).
-        lo, hi: (3,) box corners.
+        box: (2, 3) its low and high corners.
     Returns:
         t_near (R,) clamped to >= 0 and t_far (R,); a ray misses the box where t_far <= t_near.
     """
     safe = torch.where(dirs.abs() < 1e-12, torch.full_like(dirs, 1e-12), dirs)
-    t0 = (lo - origins) / safe
-    t1 = (hi - origins) / safe
-    t_near = torch.minimum(t0, t1).amax(-1).clamp_min(0)
-    t_far = torch.maximum(t0, t1).amin(-1)
-    return t_near, t_far
+    t = (box.unsqueeze(1) - origins) / safe  # (2, R, 3): where each ray crosses the low and the high planes
+    return t.amin(0).amax(-1).clamp_min(0), t.amax(0).amin(-1)
 
 
 def box_span(origins: np.ndarray, dirs: np.ndarray, box: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Entry (>= 0) and exit distances (R,) of rays (R, 3) through an axis-aligned box (2, 3), float64; exit <=
     entry: a miss. `ray_box` on numpy arrays."""
-    near, far = ray_box(*(torch.as_tensor(np.asarray(a, np.float64)) for a in (origins, dirs, box[0], box[1])))
+    near, far = ray_box(*(torch.as_tensor(np.asarray(a, np.float64)) for a in (origins, dirs, box)))
     return near.numpy(), far.numpy()
 
 
@@ -138,10 +136,10 @@ class Space:
         of the nearest content in each ray's view, where the space starts rays from it (Contract), else None."""
         return MarchRays(origins, dirs, origins.new_zeros(len(origins), 0))
 
-    def march_span(self, rays: MarchRays, lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def march_span(self, rays: MarchRays, box: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(R,) march parameters u where each ray enters and leaves what may be occupied, given the occupied
-        grid box (lo, hi) (3,); u_far <= u_near: nothing to march."""
-        return ray_box(rays.origins, rays.dirs, lo, hi)
+        grid box (2, 3) (low and high corners); u_far <= u_near: nothing to march."""
+        return ray_box(rays.origins, rays.dirs, box)
 
     def march_distance(self, u: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
         """March parameters u (...) -> distances t along the march rays, with the rays' `extra` (..., K)."""
@@ -210,11 +208,11 @@ class Contract(Space):
     def march_rays(self, origins: torch.Tensor, dirs: torch.Tensor, near: torch.Tensor | None = None) -> MarchRays:
         """The exit distance a from the unit box, and where each ray starts: NEAR_MARGIN times its view's `near`
         (R,), else `self.near` for all."""
-        a = ray_box(origins, dirs, -torch.ones(3, device=origins.device), torch.ones(3, device=origins.device))[1]
+        a = ray_box(origins, dirs, UNIT_BOX.to(origins.device))[1]
         start = torch.full_like(a, self.near) if near is None else NEAR_MARGIN * near.to(a.dtype)
         return MarchRays(origins, dirs, torch.stack([a.clamp_min(1.0), start], -1))
 
-    def march_span(self, rays: MarchRays, lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def march_span(self, rays: MarchRays, box: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """From each ray's start out to `far` (every ray crosses the whole contracted grid)."""
         a, start = rays.extra[:, 0], rays.extra[:, 1]
         return self._march_parameter(start, a), self._march_parameter(self.far, a)

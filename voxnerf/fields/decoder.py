@@ -133,7 +133,7 @@ class ColorDecoder(nn.Module):
         n = len(h)
         if amp_dtype is not None:
             h = F.pad(h, (0, 0, 0, bucketed_rows(n) - n))
-        return torch.sigmoid(features[:, :3] + self.mlp(h, amp_dtype)[:n].float())
+        return torch.sigmoid(torch.add(features[:, :3], self.mlp(h, amp_dtype)[:n]))  # in float32
 
 
 class DensityActivation:

@@ -31,12 +31,12 @@ class _WeightedRowSum(torch.autograd.Function):
         grad_weights = None
         if ctx.needs_input_grad[2]:  # (N, K): each corner's row against the output's gradient
             grad_weights = (take_rows(table, rows) * grad_out.unsqueeze(1)).sum(-1)
-        contrib = (weights.unsqueeze(-1) * grad_out.unsqueeze(1)).reshape(-1, grad_out.shape[-1])
         sink = torch.zeros_like(table) if ctx.sink is None else ctx.sink
-        if sink.shape[-1] == 1:  # one channel: the 1-D index_add_, faster than its (V, 1) form
-            sink.view(-1).index_add_(0, rows.reshape(-1), contrib.view(-1))
+        if sink.shape[-1] == 1:  # one channel: (N, 8) products and the 1-D index_add_, faster than its (V, 1) form
+            sink.view(-1).index_add_(0, rows.reshape(-1), (weights * grad_out).view(-1))
         else:
-            sink.index_add_(0, rows.reshape(-1), contrib)
+            sink.index_add_(0, rows.reshape(-1), (weights.unsqueeze(-1) * grad_out.unsqueeze(1)).reshape(
+                -1, grad_out.shape[-1]))
         return (sink if ctx.sink is None else None), None, grad_weights, None
 
 

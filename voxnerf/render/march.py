@@ -94,7 +94,7 @@ def march(
     device, n_rays = origins.device, len(origins)
     substeps = max(1, int(round(0.5 * BRICK * occupancy.cell_size / (space.inner_scale * step))))
     coarse = substeps * step
-    u_near, u_far = space.march_span(rays, occupancy.bbox[0], occupancy.bbox[1])
+    u_near, u_far = space.march_span(rays, occupancy.bbox)
     span = (u_far - u_near).clamp_min(0)
     n_coarse = math.ceil(span.amax().item() / coarse) if n_rays else 0  # host sync: how many rounds
 

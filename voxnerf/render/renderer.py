@@ -119,14 +119,14 @@ def render_rays(
     ray_idx = samples.ray_idx
     sigmas = _chunked(lambda *lookup: field.density(lookup), cfg.checkpoint_chunk, *samples.lookup)
     colored = samples.colored
-    color_args = (ray_idx[colored], *(a[colored] for a in samples.lookup))
+    color_rays = ray_idx[colored]
     rgb_s = _chunked(lambda rays, *lookup: field.color(lookup, dirs, amp_dtype, rays), cfg.checkpoint_chunk,
-                     *color_args)
+                     color_rays, *(a[colored] for a in samples.lookup))
     distance = space.ray_distance(samples.t, rays, ray_idx)
     starts = segment_start_positions(ray_idx, n)
     maps = model.color_maps  # they act on the rays' own color, before the background
     out = composite(sigmas, samples.delta, ray_idx, starts, rgb_s, colored, distance, n,
-                    background if maps is None else None)
+                    background if maps is None else None, color_rays)
     rgb = out.rgb
     if maps is not None:
         rgb = maps(rgb, out.opacity, images, view_map) + (1 - out.opacity).unsqueeze(-1) * background

@@ -43,7 +43,7 @@ class Composited(NamedTuple):
 
 def composite(sigmas: torch.Tensor, deltas: torch.Tensor, ray_idx: torch.Tensor, starts: torch.Tensor,
               rgb: torch.Tensor, colored: torch.Tensor, distance: torch.Tensor, n_rays: int,
-              background: torch.Tensor | None = None) -> Composited:
+              background: torch.Tensor | None = None, color_rays: torch.Tensor | None = None) -> Composited:
     """Volume rendering of packed samples in one pass whose backward is written out (`_Composite`): a dozen
     operations each way, where autograd through the weights and the three sums dispatches several dozen.
 
@@ -57,11 +57,13 @@ def composite(sigmas: torch.Tensor, deltas: torch.Tensor, ray_idx: torch.Tensor,
         distance: (M,) distance of each sample along its ray (no gradient).
         n_rays: R.
         background: (R, 3) or (3,) color behind each ray, or None: the rays' color is then over black.
+        color_rays: (K,) `ray_idx[colored]`, where the caller has it.
     Returns:
         Composited, FP32.
     """
+    color_rays = ray_idx[colored] if color_rays is None else color_rays
     return Composited(*_Composite.apply(sigmas.float(), rgb.float(), deltas.float(), ray_idx, starts, colored,
-                                       distance.float(), n_rays, background))
+                                       distance.float(), n_rays, background, color_rays))
 
 
 class _Composite(torch.autograd.Function):
@@ -76,7 +78,7 @@ class _Composite(torch.autograd.Function):
 
     @staticmethod
     @torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32)
-    def forward(ctx, sigmas, rgb, deltas, ray_idx, starts, colored, distance, n_rays, background):
+    def forward(ctx, sigmas, rgb, deltas, ray_idx, starts, colored, distance, n_rays, background, color_rays):
         neg_tau = torch.mul(sigmas, deltas).neg_()
         transmittance = torch.exp(exclusive_segment_cumsum(neg_tau, starts))
         survival = torch.exp(neg_tau)  # 1 - alpha
@@ -85,7 +87,7 @@ class _Composite(torch.autograd.Function):
         per_sample = torch.stack([weights, weights * distance], -1)
         sums = per_sample.new_zeros(n_rays, 2).index_add_(0, ray_idx, per_sample)
         opacity = sums[:, 0]
-        color_rays, color_weights = ray_idx[colored], weights[colored]
+        color_weights = weights[colored]
         color = rgb.new_zeros(n_rays, 3).index_add_(0, color_rays, color_weights.unsqueeze(-1) * rgb)
         if background is not None:
             color = color + (1 - opacity).unsqueeze(-1) * background
@@ -114,7 +116,7 @@ class _Composite(torch.autograd.Function):
         g_tau = transmittance * survival * g - _later_sum(weights * g, ray_idx, ctx.n_rays)
         if g_alpha_sum is not None:
             g_tau = g_tau + survival * g_alpha_sum
-        return g_tau * deltas, g_rgb, None, None, None, None, None, None, None
+        return g_tau * deltas, g_rgb, None, None, None, None, None, None, None, None
 
 
 def _later_sum(values: torch.Tensor, ray_idx: torch.Tensor, n_rays: int) -> torch.Tensor:

@@ -12,6 +12,8 @@ from voxnerf.data.scene import Scene
 from voxnerf.data.space import Space
 from voxnerf.system.progress import track
 
+PIXEL_CENTER = torch.tensor([0.0, 0.0, 0.5, 0.5])  # intrinsics (fx, fy, cx, cy) less this take pixel indices (u, v)
+
 
 class RaySampler:
     """Random rays from one split's images at a chosen scale, in the grid's unit box.
@@ -61,7 +63,7 @@ class RaySampler:
 
     def at_scale(self, scale: float) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The pyramid's images (K, h, w, 4) uint8 at `scale` and their cameras as tensors on the device, the
-        cameras' positions in the unit box."""
+        cameras' positions in the unit box and their intrinsics less `PIXEL_CENTER` (for pixel indices)."""
         if scale not in self._pyramid:
             w, h = (int(v) for v in self.cameras.sizes[0])
             size = (max(1, round(h * scale)), max(1, round(w * scale)))
@@ -70,7 +72,7 @@ class RaySampler:
             c2w[:, :, 3] = (c2w[:, :, 3] - torch.tensor(self.center)) * self.scale
             tensors = {
                 "c2w": c2w,
-                "intrinsics": torch.from_numpy(cams.intrinsics).float(),
+                "intrinsics": torch.from_numpy(cams.intrinsics).float() - PIXEL_CENTER,
                 "distortion": torch.from_numpy(cams.distortion).float() if cams.distortion.any() else None,
                 "near": None if cams.near is None else torch.from_numpy(cams.near * self.scale).float(),
             }
@@ -96,7 +98,7 @@ class RaySampler:
         v = torch.randint(0, h, (n,), generator=generator, device=dev).to(self.device)
         u = torch.randint(0, w, (n,), generator=generator, device=dev).to(self.device)
         rgba = torch.div(images[img, v, u], 255.0)
-        uv = torch.stack([u, v], -1).float() + 0.5
+        uv = torch.stack([u, v], -1)  # pixel indices: the intrinsics are shifted to them
         dist = cams["distortion"][img] if cams["distortion"] is not None else None
         origins, dirs = pixel_rays(cams["c2w"][img], cams["intrinsics"][img], dist, uv)
         background = torch.rand(n, 3, generator=generator, device=dev).to(self.device)
