@@ -16,6 +16,7 @@ from torch import nn
 
 from voxnerf.data.space import Space
 from voxnerf.errors import VoxnerfError
+from voxnerf.fields.bricks import CellPoints
 from voxnerf.fields.row_space import RowSpace
 
 Lookup = tuple[torch.Tensor, ...]
@@ -47,10 +48,10 @@ class Field(nn.Module):
         self.start_resolution = resolution
 
     # ---- queries --------------------------------------------------------------------------------------------
-    def lookup(self, g: torch.Tensor, cell_rows: torch.Tensor | None = None) -> Lookup:
-        """(N, 3) grid points -> their Lookup (differentiable in g where the field is). `cell_rows` (N,): the row of
-        each point's cell in the occupancy estimator's bricks, where the caller knows it (the march's samples lie
-        in occupied cells), which a field on those bricks may use to look less."""
+    def lookup(self, g: torch.Tensor, cells: CellPoints | None = None) -> Lookup:
+        """(N, 3) grid points -> their Lookup (differentiable in g where the field is). `cells`: the points' cells in
+        the occupancy estimator's bricks and their positions in them, where the caller knows them (the march's
+        samples lie in occupied cells), which a field on those bricks may use to look less."""
         raise NotImplementedError
 
     def density(self, lookup: Lookup) -> torch.Tensor:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Callable, ClassVar
+from typing import Callable, ClassVar, NamedTuple
 
 import torch
 from torch import nn
@@ -35,6 +35,13 @@ LOCAL = torch.stack(torch.meshgrid(*[torch.arange(BRICK)] * 3, indexing="ij"), -
 
 RowRemap = Callable[[torch.Tensor], torch.Tensor]
 """Maps a per-row table of the old bricks, (V_old, ...) -> (V_new, ...)."""
+
+
+class CellPoints(NamedTuple):
+    """Points in cells the caller has found (the march's samples, in occupied cells of the estimator's bricks)."""
+
+    rows: torch.Tensor  # (N,) int64 row of each point's cell (the row of its min corner)
+    within: torch.Tensor  # (N, 3) each point's position in its cell, in [0, 1] per axis
 
 
 class BrickIndex:
@@ -96,7 +103,14 @@ class BrickIndex:
         """(N, 3) grid points -> (N, 3) int64 coordinates of the cell holding each."""
         return self.vertex_coords(x).floor().long().clamp(0, self.resolution - 1)
 
-    def corners(self, x: torch.Tensor, cell_rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def cell_points(self, x: torch.Tensor) -> CellPoints:
+        """(N, 3) grid points -> their cells' rows, negative where a cell's brick is not allocated
+        (`slots_or_negative`), and their positions within their cells."""
+        p = self.vertex_coords(x)
+        c = p.floor().clamp(0, self.resolution - 1)
+        return CellPoints(self.slots_or_negative(c.long()), p - c)
+
+    def corners(self, x: torch.Tensor, cells: CellPoints | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Trilinear interpolation stencil of each point: its cell's corner rows and the point's weights.
 
         On a CPU the rows of a point whose cell has a row (its min corner's brick is allocated) come from
@@ -106,20 +120,21 @@ class BrickIndex:
         needs no `nonzero` (the host would wait on the device).
         Args:
             x: (N, 3) grid points in [-1, 1].
-            cell_rows: (N,) the row of each point's cell where the caller knows it (every cell then has one): the
-                stencil is read from `cell_corner_rows` on any device, with no search.
+            cells: the points' cells and positions in them, where the caller knows them (every cell then has a
+                row): the stencil is read from `cell_corner_rows` on any device, with no search.
         Returns:
             rows (N, 8) int64 and weights (N, 8) float; corners in unallocated bricks get row 0 and weight 0.
             Corner k is offset (k >> 2 & 1, k >> 1 & 1, k & 1) from the cell's min corner.
         """
-        p = self.vertex_coords(x)
-        c = p.floor().clamp(0, self.resolution - 1)
-        if cell_rows is not None:
-            rows = take_rows(self.cell_corner_rows(), cell_rows).long()
+        if cells is not None:
+            rows, within = take_rows(self.cell_corner_rows(), cells.rows).long(), cells.within
         else:
+            p = self.vertex_coords(x)
+            c = p.floor().clamp(0, self.resolution - 1)
             rows = self.corner_slots(c.long()) if x.is_cuda else self._corner_slots_by_table(c.long())
+            within = p - c
         valid = rows >= 0
-        return rows.masked_fill_(~valid, 0), valid * trilinear_weights(p - c)
+        return rows.masked_fill_(~valid, 0), valid * trilinear_weights(within)
 
     def corner_slots(self, cells: torch.Tensor) -> torch.Tensor:
         """(N, 3) int64 cell coordinates in [0, R) -> (N, 8) int64 rows of their corners, -1 where unallocated."""

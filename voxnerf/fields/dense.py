@@ -15,6 +15,7 @@ from torch import nn
 
 from voxnerf.data.space import Space
 from voxnerf.fields.base import Field, Lookup
+from voxnerf.fields.bricks import CellPoints
 from voxnerf.fields.decoder import ColorDecoder, DensityActivation, GridFieldConfig
 from voxnerf.ranges import Range
 
@@ -48,7 +49,7 @@ class DenseGridField(Field):
         values = F.grid_sample(volume, g.view(1, -1, 1, 1, 3), mode="bilinear", align_corners=True)
         return values.view(volume.shape[1], -1).T
 
-    def lookup(self, g: torch.Tensor, cell_rows: torch.Tensor | None = None) -> Lookup:
+    def lookup(self, g: torch.Tensor, cells: CellPoints | None = None) -> Lookup:
         return (g,)
 
     def density(self, lookup: Lookup) -> torch.Tensor:

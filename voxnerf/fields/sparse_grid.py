@@ -12,7 +12,7 @@ from typing import Iterator
 import torch
 from torch import nn
 
-from voxnerf.fields.bricks import BRICK_VOLUME, BrickModule, all_bricks
+from voxnerf.fields.bricks import BRICK_VOLUME, BrickModule, CellPoints, all_bricks
 from voxnerf.fields.interpolate import take_rows, weighted_row_sum
 from voxnerf.fields.row_space import GradientTables, RowSpace
 
@@ -72,9 +72,9 @@ class SparseVoxelGrid(BrickModule):
         self.gradient_tables = GradientTables()
 
     # ---- lookup ---------------------------------------------------------------------------------------------
-    def stencil(self, x: torch.Tensor, cell_rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def stencil(self, x: torch.Tensor, cells: CellPoints | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Corner rows (N, 8) and trilinear weights (N, 8) of grid points (N, 3); see BrickIndex.corners."""
-        return self.bricks.corners(x, cell_rows)
+        return self.bricks.corners(x, cells)
 
     def density_at(self, rows: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """Raw density (N,) interpolated with a stencil from `stencil`."""

@@ -17,7 +17,7 @@ import torch
 
 from voxnerf.data.space import Space
 from voxnerf.fields.base import Field, Lookup, saved_options
-from voxnerf.fields.bricks import BrickField, BrickModule
+from voxnerf.fields.bricks import BrickField, BrickModule, CellPoints
 from voxnerf.fields.decoder import ColorDecoder, DensityActivation, GridFieldConfig
 from voxnerf.fields.interpolate import take_rows
 from voxnerf.fields.row_space import RowSpace
@@ -72,10 +72,10 @@ class SparseVoxelField(Field, BrickField):
         return self.activate.inverse(sigma).float()
 
     # ---- queries --------------------------------------------------------------------------------------------
-    def lookup(self, g: torch.Tensor, cell_rows: torch.Tensor | None = None) -> Lookup:
-        """The estimator's bricks are the grid's, so `cell_rows` are the grid's own rows of the points' cells: the
-        grid reads their stencils from them (the detail level looks its up)."""
-        return tuple(t for grid in self.grids() for t in grid.stencil(g, cell_rows if grid is self.grid else None))
+    def lookup(self, g: torch.Tensor, cells: CellPoints | None = None) -> Lookup:
+        """The estimator's bricks are the grid's, so `cells` are the grid's own cells of the points: the grid reads
+        their stencils from them (the detail level looks its up)."""
+        return tuple(t for grid in self.grids() for t in grid.stencil(g, cells if grid is self.grid else None))
 
     def density(self, lookup: Lookup) -> torch.Tensor:
         raw = self.grid.density_at(*lookup[:2])

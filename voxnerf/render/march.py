@@ -28,14 +28,14 @@ import torch
 
 from voxnerf.data.space import MarchRays
 from voxnerf.fields.base import Lookup
-from voxnerf.fields.bricks import BRICK
+from voxnerf.fields.bricks import BRICK, CellPoints
 from voxnerf.render.volrend import exclusive_segment_cumsum, segment_start_positions
 
 COUNT_BASE = 1 << 32  # two sample counts read from the device as one number: kept * COUNT_BASE + colored
 
-SigmaFn = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, Lookup]]
-"""(N, 3) grid points in occupied cells, and their cells' rows (N,) in the estimator's bricks -> sigma (N,) and the
-points' Lookup."""
+SigmaFn = Callable[[torch.Tensor, CellPoints], tuple[torch.Tensor, Lookup]]
+"""(N, 3) grid points in occupied cells, and those cells in the estimator's bricks -> sigma (N,) and the points'
+Lookup."""
 
 
 @dataclass
@@ -123,9 +123,10 @@ def march(
         t = space.march_distance(u, of_ray[..., 8:])
         t_is_u = t is u  # a space whose distances are the march parameters (the box): one column for both
         x = space.march_points(of_ray[..., :3], of_ray[..., 3:6], t).view(-1, 3)
-        cells = occupancy.cell_rows(x)
-        inside = torch.nonzero((u < of_ray[..., 6]).view(-1) & occupancy.occupied_rows(cells)).squeeze(-1)  # sync 2
-        ray, x, cells = ray_c[inside // substeps], x[inside], cells[inside]
+        cells = occupancy.bricks.cell_points(x)
+        in_cells = (u < of_ray[..., 6]).view(-1) & occupancy.occupied_rows(cells.rows)
+        inside = torch.nonzero(in_cells).squeeze(-1)  # host sync 2 of the round
+        ray, x, cells = ray_c[inside // substeps], x[inside], CellPoints(*(c[inside] for c in cells))
         u = u.view(-1)[inside]
         t = u if t_is_u else t.view(-1)[inside]
         delta = space.intervals(u, step, ray, u_far, extra)
@@ -142,7 +143,8 @@ def march(
             tau = (tau_step.new_zeros(n_rays) if tau is None else tau).index_add_(0, ray, tau_step)
             marching = tau < tau_max
     if not rounds:
-        sigma, lookup = sigma_fn(torch.zeros(0, 3, device=device), torch.zeros(0, dtype=torch.int64, device=device))
+        none = torch.zeros(0, 3, device=device)
+        sigma, lookup = sigma_fn(none, CellPoints(none[:, 0].long(), none))
         empty = torch.zeros(0, device=device)
         return Samples(empty.long(), empty, empty, empty, lookup, candidates, empty.long())
     if len(rounds) == 1:

@@ -11,6 +11,7 @@ from torch.utils.checkpoint import checkpoint
 
 from voxnerf.data.space import MarchRays
 from voxnerf.fields.base import Field, Lookup
+from voxnerf.fields.bricks import CellPoints
 from voxnerf.render.march import Samples
 from voxnerf.render.volrend import composite, distortion, segment_start_positions
 
@@ -55,11 +56,11 @@ def _chunked(fn, chunk: int, *args: torch.Tensor) -> torch.Tensor:
 
 
 def sigma_fn(field: Field):
-    """The estimator's density callback: grid points (N, 3) and the rows of their (occupied) cells (N,) -> (sigma
-    (N,) without gradient, their Lookup)."""
+    """The estimator's density callback: grid points (N, 3) and their (occupied) cells -> (sigma (N,) without
+    gradient, their Lookup)."""
 
-    def query(g: torch.Tensor, cell_rows: torch.Tensor) -> tuple[torch.Tensor, Lookup]:
-        lookup = field.lookup(g, cell_rows)
+    def query(g: torch.Tensor, cells: CellPoints) -> tuple[torch.Tensor, Lookup]:
+        lookup = field.lookup(g, cells)
         return field.density(lookup), lookup
 
     return query
