@@ -7,14 +7,15 @@ import torch.nn.functional as F
 
 
 class _WeightedRowSum(torch.autograd.Function):
-    """out[i] = sum_k weights[i, k] * table[rows[i, k]] for a table (V, C), with a scatter-add backward.
+    """out[i] = sum_k weights[i, k] * table[rows[i, k]] for a table (V, C), or (V,) for out (N,), with a scatter-add
+    backward.
 
     The forward is `embedding_bag` (a fused kernel); its own backward sorts the indices and is ~20x slower on
-    CPU than the `index_add_` used here. The table's gradient goes into a new (V, C) table, or is added into `sink`
-    (V, C) when one is given (the caller's kept gradient table, see voxnerf.fields.row_space.GradientTables), and the
-    table then receives none through autograd. The weights get theirs only when they require it (the points' own
-    gradient: density normals). Under CUDA autocast it runs in FP32 (custom_fwd casts its inputs), so feature tables
-    are never gathered in half precision.
+    CPU than the `index_add_` used here. The table's gradient goes into a new table, or is added into `sink` (shaped
+    like the table) when one is given (the caller's kept gradient table, see voxnerf.fields.row_space.GradientTables),
+    and the table then receives none through autograd. The weights get theirs only when they require it (the
+    points' own gradient: density normals). Under CUDA autocast it runs in FP32 (custom_fwd casts its inputs), so
+    feature tables are never gathered in half precision.
     """
 
     @staticmethod
@@ -22,21 +23,22 @@ class _WeightedRowSum(torch.autograd.Function):
     def forward(ctx, table, rows, weights, sink):
         ctx.save_for_backward(table, rows, weights)
         ctx.sink = sink
+        if table.dim() == 1:
+            return F.embedding_bag(rows, table.unsqueeze(-1), per_sample_weights=weights, mode="sum").squeeze(-1)
         return F.embedding_bag(rows, table, per_sample_weights=weights, mode="sum")
 
     @staticmethod
     @torch.amp.custom_bwd(device_type="cuda")
     def backward(ctx, grad_out):
         table, rows, weights = ctx.saved_tensors
+        column = grad_out.dim() == 1  # a (V,) table: one channel, (N, 8) products and the 1-D index_add_
+        per_row = grad_out.unsqueeze(-1) if column else grad_out.unsqueeze(1)  # (N, 1) or (N, 1, C)
         grad_weights = None
         if ctx.needs_input_grad[2]:  # (N, K): each corner's row against the output's gradient
-            grad_weights = (take_rows(table, rows) * grad_out.unsqueeze(1)).sum(-1)
+            grad_weights = take_rows(table, rows) * per_row if column else (take_rows(table, rows) * per_row).sum(-1)
         sink = torch.zeros_like(table) if ctx.sink is None else ctx.sink
-        if sink.shape[-1] == 1:  # one channel: (N, 8) products and the 1-D index_add_, faster than its (V, 1) form
-            sink.view(-1).index_add_(0, rows.reshape(-1), (weights * grad_out).view(-1))
-        else:
-            sink.index_add_(0, rows.reshape(-1), (weights.unsqueeze(-1) * grad_out.unsqueeze(1)).reshape(
-                -1, grad_out.shape[-1]))
+        contrib = weights * per_row if column else weights.unsqueeze(-1) * per_row  # (N, K) or (N, K, C)
+        sink.index_add_(0, rows.reshape(-1), contrib.reshape(-1, *table.shape[1:]))
         return (sink if ctx.sink is None else None), None, grad_weights, None
 
 
@@ -61,7 +63,4 @@ def weighted_row_sum(table: torch.Tensor, rows: torch.Tensor, weights: torch.Ten
     Returns:
         (N, C), or (N,) for a scalar table.
     """
-    if table.dim() == 1:
-        column = None if sink is None else sink.unsqueeze(-1)
-        return _WeightedRowSum.apply(table.unsqueeze(-1), rows, weights, column).squeeze(-1)
     return _WeightedRowSum.apply(table, rows, weights, sink)

@@ -4,6 +4,7 @@ operations they dispatch, not arithmetic."""
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 OPACITY_EPS = 1e-5  # opacities are clamped to [eps, 1 - eps] before their logarithms
 
@@ -22,11 +23,12 @@ def opacity_loss(opacity: torch.Tensor, alpha: torch.Tensor, entropy_weight: flo
 
 
 class _OpacityLoss(torch.autograd.Function):
-    """With a the clamped opacity, z = logit(a) and l = log(1 - a), per ray:
+    """With a the clamped opacity and z = logit(a), per ray, since H(a) = BCE(a, a):
 
-        we * H(a) + wa * BCE(a, alpha) = -(z (we a + wa alpha) + (we + wa) l)
+        we * H(a) + wa * BCE(a, alpha) = (we + wa) * BCE(a, t), t = (we a + wa alpha) / (we + wa)
 
-    and its derivative in a is wa (a - alpha) / (a (1 - a)) - we z. The gradient is formed in the forward (a few
+    (one cross-entropy gives the value), and its derivative in a is wa (a - alpha) / (a (1 - a)) - we z (t moves
+    with a). The gradient is formed in the forward (a few
     operations on (R,) tensors) and scaled in the backward: autograd through the entropies, the cross-entropy,
     the clamp and the weighted sum dispatched about 25 operations backward."""
 
@@ -35,10 +37,10 @@ class _OpacityLoss(torch.autograd.Function):
     def forward(ctx, opacity, alpha, entropy_weight, alpha_weight):
         a = opacity.clamp(OPACITY_EPS, 1 - OPACITY_EPS)
         z = torch.logit(a)
-        log_clear = torch.log1p(-a)
         n = len(a)
-        loss = torch.add(z * torch.add(alpha * -alpha_weight, a, alpha=-entropy_weight), log_clear,
-                         alpha=-(entropy_weight + alpha_weight)).mean()
+        total = entropy_weight + alpha_weight
+        target = torch.add(alpha * (alpha_weight / total), a, alpha=entropy_weight / total) if total else a
+        loss = F.binary_cross_entropy(a, target) * total
         slope = torch.add((a - alpha) / (a * (1 - a)) * (alpha_weight / n), z, alpha=-entropy_weight / n)
         ctx.save_for_backward(slope * (a == opacity))  # no gradient where the clamp acts
         return loss
