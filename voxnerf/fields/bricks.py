@@ -148,22 +148,24 @@ class BrickIndex:
         rows[rowless] = self.corner_slots(cells[rowless])
         return rows
 
-    def axis_neighbours(self, rows: torch.Tensor) -> torch.Tensor:
-        """(N,) int64 table rows -> (N, 3) int64 rows of each vertex's +x, +y, +z neighbour, -1 where the neighbour's
-        brick is not allocated or it lies past the grid (one gather from `_axis_neighbour_rows`)."""
-        return take_rows(self._axis_neighbour_rows, rows).long()
+    def axis_stencils(self, rows: torch.Tensor) -> torch.Tensor:
+        """(N,) int64 table rows -> (N, 4) int64: each row, then the rows of its vertex's +x, +y, +z neighbours, the
+        row itself where a neighbour's brick is not allocated or the neighbour lies past the grid (one gather from
+        `_axis_stencil_rows`)."""
+        return take_rows(self._axis_stencil_rows, rows).long()
 
     @cached_property
-    def _axis_neighbour_rows(self) -> torch.Tensor:
-        """(V, 3) int32 `axis_neighbours` of every row, from its vertex coordinates (computed once per brick set,
+    def _axis_stencil_rows(self) -> torch.Tensor:
+        """(V, 4) int32 `axis_stencils` of every row, from its vertex coordinates (computed once per brick set,
         STENCIL_CHUNK rows at a time)."""
         v = self.slot_vertices()
         step = torch.eye(3, dtype=torch.long, device=v.device)
-        rows = torch.empty(len(v), 3, dtype=torch.int32, device=v.device)
+        rows = torch.empty(len(v), 4, dtype=torch.int32, device=v.device)
+        rows[:, 0] = torch.arange(len(v), device=v.device)
         for i in range(0, len(v), STENCIL_CHUNK):
             n = v[i:i + STENCIL_CHUNK].unsqueeze(1) + step
-            rows[i:i + STENCIL_CHUNK] = torch.where((n <= self.resolution).all(-1),
-                                                    self.vertex_slots(n.clamp_max(self.resolution)), -1)
+            slots = torch.where((n <= self.resolution).all(-1), self.vertex_slots(n.clamp_max(self.resolution)), -1)
+            rows[i:i + STENCIL_CHUNK, 1:] = torch.where(slots >= 0, slots, rows[i:i + STENCIL_CHUNK, :1])
         return rows
 
     def slot_vertices(self) -> torch.Tensor:

@@ -32,13 +32,11 @@ def total_variation(grid: SparseVoxelGrid, rows: torch.Tensor, density_weight: f
         () the weighted sum of the two means over the existing neighbour pairs.
     """
     rows = rows.sort().values
-    neighbours = grid.bricks.axis_neighbours(rows)
-    valid = neighbours >= 0
-    stencil = torch.cat([rows.unsqueeze(1), torch.where(valid, neighbours, rows.unsqueeze(1))], 1)  # (N, 4)
+    stencil = grid.bricks.axis_stencils(rows)  # (N, 4)
+    pairs = (stencil != rows.unsqueeze(1)).sum().clamp_min(1)  # a missing neighbour is the vertex itself
     gathered = grid.gather(stencil)
     density, features = gathered["density"], gathered["features"]  # (N, 4), (N, 4, C)
-    return _SquaredDifferences.apply(density, features, valid.sum().clamp_min(1), density_weight,
-                                     features_weight / features.shape[-1])
+    return _SquaredDifferences.apply(density, features, pairs, density_weight, features_weight / features.shape[-1])
 
 
 class _SquaredDifferences(torch.autograd.Function):
