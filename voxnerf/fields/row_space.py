@@ -30,17 +30,23 @@ class GradientTables:
     def __init__(self):
         self._kept: dict[str, torch.Tensor] = {}
 
-    def zeroed(self, name: str, table: nn.Parameter) -> torch.Tensor:
-        """A zero tensor shaped like `table` for its gradient: the kept one, unless its shape, dtype or device no
-        longer fit (a topology change) or it still is `table.grad` (gradients accumulated over several backward
-        passes), in which case a new one is kept."""
-        kept = self._kept.get(name)
-        fits = kept is not None and kept.shape == table.shape and kept.dtype == table.dtype \
-            and kept.device == table.device
-        if not fits or table.grad is kept:
-            self._kept[name] = kept = torch.zeros_like(table, memory_format=torch.contiguous_format)
-            return kept
-        return kept.zero_()
+    def zeroed(self, tables: dict[str, nn.Parameter]) -> dict[str, torch.Tensor]:
+        """A zero tensor shaped like each table for its gradient, by name: the kept one (the kept ones zeroed in one
+        operation), unless its shape, dtype or device no longer fit (a topology change) or it still is the table's
+        .grad (gradients accumulated over several backward passes), in which case a new one is kept."""
+        out, stale = {}, []
+        for name, table in tables.items():
+            kept = self._kept.get(name)
+            fits = kept is not None and kept.shape == table.shape and kept.dtype == table.dtype \
+                and kept.device == table.device
+            if not fits or table.grad is kept:
+                self._kept[name] = kept = torch.zeros_like(table, memory_format=torch.contiguous_format)
+            else:
+                stale.append(kept)
+            out[name] = kept
+        if stale:
+            torch._foreach_zero_(stale)
+        return out
 
 
 class RowSpace:
@@ -60,7 +66,8 @@ class RowSpace:
             raise ValueError(f"row space {name}: its tables must have the same number of rows")
         self.name, self.tables = name, dict(tables)
         self._gradients = GradientTables() if gradients is None else gradients
-        self._sinks: dict[str, torch.Tensor] = {}  # this step's gradient tables, zeroed at their first read
+        self._zeroed: dict[str, torch.Tensor] = {}  # this step's gradient tables, all zeroed at the first read
+        self._sinks: dict[str, torch.Tensor] = {}  # those of the tables read
         self.rows: list[torch.Tensor] = []
         self.undeclared: list[str] = []
         self._leaves = {k: p.detach().requires_grad_(p.requires_grad) for k, p in self.tables.items()}
@@ -78,8 +85,9 @@ class RowSpace:
         if not (torch.is_grad_enabled() and table.requires_grad):
             return weighted_row_sum(table, rows, weights)
         self.rows.append(rows.reshape(-1))
-        if name not in self._sinks:
-            self._sinks[name] = self._gradients.zeroed(name, table)
+        if not self._zeroed:
+            self._zeroed = self._gradients.zeroed({k: p for k, p in self.tables.items() if p.requires_grad})
+        self._sinks[name] = self._zeroed[name]
         return weighted_row_sum(self._leaves[name], rows, weights, self._sinks[name])
 
     def gather(self, rows: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -110,6 +118,7 @@ class RowSpace:
             else:
                 p.grad += grad
         self._sinks.clear()
+        self._zeroed = {}
         for name, rows, grad in self._gathered:
             p = self.tables[name]
             if p.grad is None:

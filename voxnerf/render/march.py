@@ -101,9 +101,11 @@ def march(
     def candidates() -> torch.Tensor:
         return (span / step).ceil().sum()
 
-    tau_max = -math.log(transmittance_min) if transmittance_min > 0 else math.inf
-    tau_min = -math.log1p(-alpha_min)  # a sample's alpha = 1 - exp(-tau) is below alpha_min where tau is below this
-    tau = marching = None  # (R,) the rays' optical depth after the rounds so far, and which are not yet opaque
+    # in log transmittance, minus the optical depth tau: a ray stops below log_t_min, and a sample's alpha
+    # 1 - exp(-tau) is below alpha_min where its -tau is above faint
+    log_t_min = math.log(transmittance_min) if transmittance_min > 0 else -math.inf
+    faint = math.log1p(-alpha_min)
+    log_t = marching = None  # (R,) the rays' log transmittance after the rounds so far, and which are not yet opaque
     fine = torch.arange(substeps, device=device)
     # what a coarse step's fine steps need of its ray, gathered in one piece: origin, direction, u_far, offset, extra
     per_ray = torch.cat([origins, dirs, u_far[:, None], offsets[:, None], extra], 1)  # (R, 8 + K)
@@ -131,17 +133,17 @@ def march(
         t = u if t_is_u else t.view(-1)[inside]
         delta = space.intervals(u, step, ray, u_far, extra)
         sigma, lookup = sigma_fn(x, cells)
-        tau_step = sigma * delta
+        neg_tau = torch.mul(sigma, delta).neg_()
         starts = segment_start_positions(ray, n_rays)
-        before = exclusive_segment_cumsum(tau_step, starts)
-        if tau is not None:
-            before = before + tau[ray]
-        keep = (before < tau_max) & (tau_step >= tau_min)
-        colored = keep & (torch.exp(-before) * torch.expm1(-tau_step) < -color_weight_min)  # weight T * alpha
+        before = exclusive_segment_cumsum(neg_tau, starts, torch.float64)  # the log transmittance before each sample
+        if log_t is not None:
+            before = before + log_t[ray]
+        keep = (before > log_t_min) & (neg_tau <= faint)
+        colored = keep & (torch.exp(before) * torch.expm1(neg_tau) < -color_weight_min)  # weight T * alpha
         rounds.append((keep, colored, ray, t, delta, *(() if t_is_u else (u,)), *lookup))
         if start + chunk < n_coarse:  # another round follows
-            tau = (tau_step.new_zeros(n_rays) if tau is None else tau).index_add_(0, ray, tau_step)
-            marching = tau < tau_max
+            log_t = (neg_tau.new_zeros(n_rays) if log_t is None else log_t).index_add_(0, ray, neg_tau)
+            marching = log_t > log_t_min
     if not rounds:
         none = torch.zeros(0, 3, device=device)
         sigma, lookup = sigma_fn(none, CellPoints(none[:, 0].long(), none))

@@ -16,7 +16,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from voxnerf.data.space import MarchRays, Space, space_from_dict
+from voxnerf.data.space import UNIT_BOX, MarchRays, Space, space_from_dict
 from voxnerf.fields.bricks import (
     BRICK,
     BRICK_VOLUME,
@@ -126,15 +126,13 @@ class OccupancyGrid(BrickModule):
         without a host sync, per axis from the layers of each brick that hold a marked cell (reductions of the mask:
         no (V, 3) coordinates)."""
         marked = cells.view(-1, BRICK, BRICK, BRICK)  # (B, x, y, z): a brick's rows in LOCAL order
-        layers = torch.arange(BRICK, device=cells.device)
-        low, high = [], []
-        for axis in range(3):
-            held = marked.any(dim=[d for d in (1, 2, 3) if d != axis + 1])  # (B, 8) layers holding a marked cell
-            start = self.brick_coords[:, axis, None] * BRICK + layers  # (B, 8) each layer's vertex coordinate
-            low.append(torch.where(held, start, self.resolution).amin())
-            high.append(torch.where(held, start + 1, 0).amax())
-        box = torch.stack([torch.stack(low), torch.stack(high)]).float() * self.cell_size - 1
-        return torch.where(cells.any(), box, torch.tensor([[-1.0] * 3, [1.0] * 3], device=cells.device))
+        held = torch.stack([marked.any(dim=(2, 3)), marked.any(dim=(1, 3)), marked.any(dim=(1, 2))])  # (3, B, 8):
+        # whether each layer of each brick across x, y and z holds a marked cell, and each layer's vertex coordinate
+        layers = (self.brick_coords.t() * BRICK).unsqueeze(-1) + torch.arange(BRICK, device=cells.device)
+        low = torch.where(held, layers, self.resolution).amin((1, 2))
+        high = torch.where(held, layers + 1, 0).amax((1, 2))
+        box = torch.stack([low, high]).float() * self.cell_size - 1
+        return torch.where(cells.any(), box, UNIT_BOX.to(cells.device))
 
     def vertices(self) -> torch.Tensor:
         """(V, 3) grid points of the rows' vertices (the cells' corners); the same tensor until the next refinement

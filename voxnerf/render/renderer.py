@@ -38,7 +38,8 @@ class RenderResult:
 
     rgb: torch.Tensor  # (R, 3) composited on the background
     opacity: torch.Tensor  # (R,) accumulated weight
-    depth: torch.Tensor  # (R,) sum of weight * distance along the ray (unit-box units): divide by opacity
+    depth: torch.Tensor | None  # (R,) sum of weight * distance along the ray (unit-box units): divide by opacity
+    #                              (if asked)
     sample_alpha_sum: torch.Tensor  # () sum of the samples' opacities (for sparsity regularization)
     distortion: torch.Tensor | None  # () distortion loss summed over rays, in grid units of the march (if asked)
     num_samples: int  # samples whose density was evaluated with gradients
@@ -91,6 +92,7 @@ def render_rays(
     jitter: torch.Generator | None = None,
     amp_dtype: torch.dtype | None = None,
     with_distortion: bool = False,
+    with_depth: bool = True,
     images: torch.Tensor | None = None,
     near: torch.Tensor | None = None,
     view_map: torch.Tensor | None = None,
@@ -105,6 +107,7 @@ def render_rays(
         jitter: random generator for stratified sample offsets (training), or None for mid-step samples.
         amp_dtype: autocast dtype for the color MLP (torch.bfloat16 on CPU, torch.float16 on CUDA), or None.
         with_distortion: compute the distortion loss (voxnerf.render.volrend.distortion) over the march parameter.
+        with_depth: compute the rays' depth.
         images: (R,) int64 training image of each ray, for the model's color maps (None: a view not trained on,
             mapped by `view_map`).
         view_map: (3, 4) color map of a view not trained on (`ColorMaps.novel_view`) when `images` is None; None:
@@ -123,7 +126,7 @@ def render_rays(
     color_rays = ray_idx[colored]
     rgb_s = _chunked(lambda rays, *lookup: field.color(lookup, dirs, amp_dtype, rays), cfg.checkpoint_chunk,
                      color_rays, *(a[colored] for a in samples.lookup))
-    distance = space.ray_distance(samples.t, rays, ray_idx)
+    distance = space.ray_distance(samples.t, rays, ray_idx) if with_depth else None
     starts = segment_start_positions(ray_idx, n)
     maps = model.color_maps  # they act on the rays' own color, before the background
     out = composite(sigmas, samples.delta, ray_idx, starts, rgb_s, colored, distance, n,

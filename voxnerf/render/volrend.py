@@ -18,17 +18,19 @@ def segment_start_positions(ray_idx: torch.Tensor, n_rays: int) -> torch.Tensor:
     return first[ray_idx]
 
 
-def exclusive_segment_cumsum(values: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:
+def exclusive_segment_cumsum(values: torch.Tensor, starts: torch.Tensor, dtype: torch.dtype | None = None
+                             ) -> torch.Tensor:
     """Sum of `values` over the earlier samples of the same ray, accumulated in FP64.
 
     Args:
         values: (M,) per-sample values.
         starts: (M,) the position of the first sample of each sample's ray (`segment_start_positions`).
+        dtype: of the result; None: that of `values`.
     Returns:
-        (M,) in the dtype of `values`.
+        (M,).
     """
     exclusive = torch.cumsum(values, 0, dtype=torch.float64) - values
-    return (exclusive - exclusive[starts]).to(values.dtype)
+    return (exclusive - exclusive[starts]).to(dtype or values.dtype)
 
 
 class Composited(NamedTuple):
@@ -36,13 +38,13 @@ class Composited(NamedTuple):
 
     opacity: torch.Tensor  # (R,) sum of weights
     rgb: torch.Tensor  # (R, 3) sum of weight * color, plus (1 - opacity) * background where one was given
-    depth: torch.Tensor  # (R,) sum of weight * distance
+    depth: torch.Tensor | None  # (R,) sum of weight * distance (None without distances)
     alpha_sum: torch.Tensor  # () sum of the samples' opacities alpha_i
     weights: torch.Tensor  # (M,) w_i = T_i * alpha_i
 
 
 def composite(sigmas: torch.Tensor, deltas: torch.Tensor, ray_idx: torch.Tensor, starts: torch.Tensor,
-              rgb: torch.Tensor, colored: torch.Tensor, distance: torch.Tensor, n_rays: int,
+              rgb: torch.Tensor, colored: torch.Tensor, distance: torch.Tensor | None, n_rays: int,
               background: torch.Tensor | None = None, color_rays: torch.Tensor | None = None) -> Composited:
     """Volume rendering of packed samples in one pass whose backward is written out (`_Composite`): a dozen
     operations each way, where autograd through the weights and the three sums dispatches several dozen.
@@ -54,7 +56,7 @@ def composite(sigmas: torch.Tensor, deltas: torch.Tensor, ray_idx: torch.Tensor,
         starts: (M,) the position of the first sample of each sample's ray (`segment_start_positions`).
         rgb: (K, 3) color of the samples at positions `colored` (differentiable); the others add no color.
         colored: (K,) int64 positions of the colored samples.
-        distance: (M,) distance of each sample along its ray (no gradient).
+        distance: (M,) distance of each sample along its ray (no gradient), or None: no depth.
         n_rays: R.
         background: (R, 3) or (3,) color behind each ray, or None: the rays' color is then over black.
         color_rays: (K,) `ray_idx[colored]`, where the caller has it.
@@ -63,7 +65,8 @@ def composite(sigmas: torch.Tensor, deltas: torch.Tensor, ray_idx: torch.Tensor,
     """
     color_rays = ray_idx[colored] if color_rays is None else color_rays
     return Composited(*_Composite.apply(sigmas.float(), rgb.float(), deltas.float(), ray_idx, starts, colored,
-                                       distance.float(), n_rays, background, color_rays))
+                                       None if distance is None else distance.float(), n_rays, background,
+                                       color_rays))
 
 
 class _Composite(torch.autograd.Function):
@@ -84,9 +87,8 @@ class _Composite(torch.autograd.Function):
         survival = torch.exp(neg_tau)  # 1 - alpha
         alpha = torch.expm1(neg_tau).neg_()
         weights = transmittance * alpha
-        per_sample = torch.stack([weights, weights * distance], -1)
-        sums = per_sample.new_zeros(n_rays, 2).index_add_(0, ray_idx, per_sample)
-        opacity = sums[:, 0]
+        opacity = weights.new_zeros(n_rays).index_add_(0, ray_idx, weights)
+        depth = None if distance is None else weights.new_zeros(n_rays).index_add_(0, ray_idx, weights * distance)
         color_weights = weights[colored]
         color = rgb.new_zeros(n_rays, 3).index_add_(0, color_rays, color_weights.unsqueeze(-1) * rgb)
         if background is not None:
@@ -95,7 +97,7 @@ class _Composite(torch.autograd.Function):
                               color_rays, color_weights, background)
         ctx.set_materialize_grads(False)
         ctx.n_rays = n_rays
-        return opacity, color, sums[:, 1], alpha.sum(), weights
+        return opacity, color, depth, alpha.sum(), weights
 
     @staticmethod
     @torch.amp.custom_bwd(device_type="cuda")

@@ -183,8 +183,8 @@ class Trainer:
         with self.model.field.row_spaces() as spaces:  # the grid rows ranks exchange gradients of
             result = render_rays(self.model, batch["origins"], batch["dirs"], batch["background"],
                                  self._render_config(), self.generator, self.amp_dtype,
-                                 with_distortion=self.cfg.optim.distortion_weight > 0, images=batch["image"],
-                                 near=batch["near"])
+                                 with_distortion=self.cfg.optim.distortion_weight > 0, with_depth=False,
+                                 images=batch["image"], near=batch["near"])
             mse = torch.nn.functional.mse_loss(result.rgb, batch["target"])
             loss = sum(self._regularization(result, batch["alpha"]), mse)
             self.scaler.scale(loss).backward()
