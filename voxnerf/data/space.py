@@ -56,7 +56,7 @@ def ray_box(origins: torch.Tensor, dirs: torch.Tensor, box: torch.Tensor) -> tup
     Returns:
         t_near (R,) clamped to >= 0 and t_far (R,); a ray misses the box where t_far <= t_near.
     """
-    safe = torch.where(dirs.abs() < 1e-12, torch.full_like(dirs, 1e-12), dirs)
+    safe = torch.copysign(dirs.abs().clamp_min(1e-12), dirs)  # a ray along a slab crosses it at +-1e12
     t = (box.unsqueeze(1) - origins) / safe  # (2, R, 3): where each ray crosses the low and the high planes
     return t.amin(0).amax(-1).clamp_min(0), t.amax(0).amin(-1)
 

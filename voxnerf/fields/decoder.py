@@ -87,7 +87,7 @@ class _ReluLayers(torch.autograd.Function):
         g = grad.to(inputs[0].dtype)
         grads = []
         for layer in reversed(range(len(weights))):
-            grads[:0] = [g.t().mm(inputs[layer]), g.sum(0, dtype=ctx.param_dtypes[2 * layer + 1])]
+            grads[:0] = [g.t().mm(inputs[layer]), g.sum(0)]
             if layer or ctx.needs_input_grad[0]:
                 g = g.mm(weights[layer])
             if layer:

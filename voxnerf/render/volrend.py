@@ -92,7 +92,7 @@ class _Composite(torch.autograd.Function):
         color_weights = weights[colored]
         color = rgb.new_zeros(n_rays, 3).index_add_(0, color_rays, color_weights.unsqueeze(-1) * rgb)
         if background is not None:
-            color = color + (1 - opacity).unsqueeze(-1) * background
+            color = torch.addcmul(color, (1 - opacity).unsqueeze(-1), background)
         ctx.save_for_backward(rgb, deltas, ray_idx, colored, distance, transmittance, survival, weights,
                               color_rays, color_weights, background)
         ctx.set_materialize_grads(False)

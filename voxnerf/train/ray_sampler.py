@@ -102,7 +102,7 @@ class RaySampler:
         dist = cams["distortion"][img] if cams["distortion"] is not None else None
         origins, dirs = pixel_rays(cams["c2w"][img], cams["intrinsics"][img], dist, uv)
         background = torch.rand(n, 3, generator=generator, device=dev).to(self.device)
-        target = rgba[:, :3] + (1 - rgba[:, 3:]) * background
+        target = torch.addcmul(rgba[:, :3], 1 - rgba[:, 3:], background)
         near = cams["near"][img] if cams["near"] is not None else None
         return {"origins": origins, "dirs": dirs, "image": img, "target": target,
                 "alpha": rgba[:, 3], "background": background, "near": near}
