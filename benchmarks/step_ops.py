@@ -12,7 +12,7 @@ CUDA) are counted among the ops and also on their own, so that ops less views is
 - march: the space's march rays and the estimator's march (empty-space skipping, early termination)
 - field: the field's differentiable density and color at the kept samples
 - composite + loss: weights, compositing, loss and regularizers, and the rest of the step's own code
-- backward, optimizer (GradScaler step and update, zero_grad), exchange (the gradient all-reduce: one process
+- backward, optimizer (GradScaler step and update), exchange (the gradient all-reduce: one process
   here), occupancy (the strategy after the step: occupancy update every `occupancy.update_every` steps, shown per
   step, and the level schedule)
 
@@ -126,7 +126,6 @@ def instrument(trainer: Trainer, counter: OpCounter) -> contextlib.ExitStack:
     counter.wrap(trainer.world, "all_reduce_gradients", "exchange")
     counter.wrap(trainer.scaler, "step", "optimizer")
     counter.wrap(trainer.scaler, "update", "optimizer")
-    counter.wrap(trainer.optimizer, "zero_grad", "optimizer")
     counter.wrap(trainer.strategy, "step_post_backward", "occupancy")
     backward = torch.Tensor.backward
 

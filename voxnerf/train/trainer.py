@@ -194,7 +194,9 @@ class Trainer:
         del spaces  # the stencils (N, 8) need not outlive the exchange (a refinement below is the memory peak)
         self.scaler.step(self.optimizer)
         self.scaler.update()
-        self.optimizer.zero_grad(set_to_none=True)
+        for group in self.optimizer.param_groups:  # zero_grad(set_to_none=True) less its profiler annotation
+            for p in group["params"]:
+                p.grad = None
         if self.strategy.step_post_backward(self.step, progress, self.model, self.optimizer):
             self.world.check_identical(self.model, f"the topology change after step {self.step}")
         samples_per_ray = num_samples / max(n_total, 1)
