@@ -155,7 +155,8 @@ def march(
         keep, colored, *columns = [torch.cat(c) for c in zip(*rounds)]
         order = torch.argsort(columns[0], stable=True)
         keep, colored, *columns = (c[order] for c in (keep, colored, *columns))
-    n_kept, n_colored = divmod(torch.add(colored.sum(), keep.sum(), alpha=COUNT_BASE).item(), COUNT_BASE)  # sync
+    counts = torch.add(colored.sum(), keep.sum(), alpha=COUNT_BASE)
+    n_kept, n_colored = divmod(counts.item(), COUNT_BASE)  # the last host sync
     kept = torch.nonzero_static(keep, size=n_kept).squeeze(-1)
     ray_idx, t, delta, *lookup = (c[kept] for c in columns)
     u = t if t_is_u else lookup.pop(0)

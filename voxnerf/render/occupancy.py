@@ -125,8 +125,8 @@ class OccupancyGrid(BrickModule):
         without a host sync, per axis from the layers of each brick that hold a marked cell (reductions of the mask:
         no (V, 3) coordinates)."""
         marked = cells.view(-1, BRICK, BRICK, BRICK)  # (B, x, y, z): a brick's rows in LOCAL order
-        held = torch.stack([marked.any(dim=(2, 3)), marked.any(dim=(1, 3)), marked.any(dim=(1, 2))])  # (3, B, 8):
-        # whether each layer of each brick across x, y and z holds a marked cell, and each layer's vertex coordinate
+        # (3, B, 8): whether each brick's layers across x, y and z hold a marked cell, and the layers' coordinates
+        held = torch.stack([marked.any(dim=(2, 3)), marked.any(dim=(1, 3)), marked.any(dim=(1, 2))])
         layers = (self.brick_coords.t() * BRICK).unsqueeze(-1) + torch.arange(BRICK, device=cells.device)
         low = torch.where(held, layers, self.resolution).amin((1, 2))
         high = torch.where(held, layers + 1, 0).amax((1, 2))
