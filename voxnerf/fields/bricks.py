@@ -164,8 +164,9 @@ class BrickIndex:
         rows[:, 0] = torch.arange(len(v), device=v.device)
         for i in range(0, len(v), STENCIL_CHUNK):
             n = v[i:i + STENCIL_CHUNK].unsqueeze(1) + step
-            slots = torch.where((n <= self.resolution).all(-1), self.vertex_slots(n.clamp_max(self.resolution)), -1)
-            rows[i:i + STENCIL_CHUNK, 1:] = torch.where(slots >= 0, slots, rows[i:i + STENCIL_CHUNK, :1])
+            slots = self.vertex_slots(n.clamp_max(self.resolution))
+            there = (n <= self.resolution).all(-1) & (slots >= 0)  # inside the grid, in an allocated brick
+            rows[i:i + STENCIL_CHUNK, 1:] = torch.where(there, slots, rows[i:i + STENCIL_CHUNK, :1])
         return rows
 
     def slot_vertices(self) -> torch.Tensor:
